@@ -1,0 +1,103 @@
+#pragma once
+/// @file activity.hpp
+/// Activities and their governing finishes: async, async_at, at, finish, finish_collect, offer.
+
+#include <apgas/detail/function_ref.hpp>
+#include <apgas/detail/task.hpp>
+#include <apgas/place.hpp>
+#include <apgas/reducer.hpp>
+
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+namespace apgas {
+
+namespace detail {
+void spawn(task* t);                                   // takes ownership; deletes t before throwing
+void run_finish(function_ref<void()> body);
+struct collector {
+  void* accumulator;
+  const void* reducer;
+  const std::type_info* type;
+  void (*combine)(void* accumulator, const void* reducer, const void* value);
+};
+void run_finish_collect(collector& c, function_ref<void()> body);
+void offer(const void* value, const std::type_info& type);
+}  // namespace detail
+
+/// Start a new activity at the current place, governed by the innermost enclosing finish. `f` is decay-copied.
+/// Throws illegal_operation_exception inside atomic/when or outside apgas::run.
+template <class F>
+void async(F&& f) {
+  detail::spawn(detail::make_task(std::forward<F>(f)));
+}
+
+/// Start a new activity at place `p` running f(args...). `f` must be trivially copyable (the shipping rule: it is
+/// copied to `p`); `args` are copied there too. Governed by the innermost enclosing finish, wherever `p` is.
+/// Throws bad_place_exception for an invalid place, illegal_operation_exception for a GPU place (only kernel
+/// closures run there) or inside atomic/when.
+template <class F, class... Args>
+void async_at(place p, F f, Args... args) {
+  detail::check_shippable<F>();
+  static_assert(std::is_invocable_v<F&, Args&...>, "apgas::async_at: f(args...) must be callable");
+  detail::check_at_target(p);
+  if constexpr (sizeof...(Args) == 0) {
+    detail::spawn(detail::make_task(f));
+  } else {
+    detail::spawn(detail::make_task([f, tup = std::tuple<Args...>(std::move(args)...)]() mutable {
+      std::apply(f, tup);
+    }));
+  }
+}
+
+/// Run f(args...) at place `p` in the calling activity, wait for it, and return its value or rethrow its exception
+/// unchanged. `f` and `args` are copied to `p` (the shipping rule of async_at). Asyncs that f starts report to the
+/// finish that governs the caller.
+template <class F, class... Args>
+std::invoke_result_t<F&, Args&...> at(place p, F f, Args... args) {
+  detail::check_shippable<F>();
+  detail::check_at_target(p);
+  return std::invoke(f, args...);
+}
+
+/// Run `body`, then wait until every activity it started, transitively, has terminated. If any of them (or body
+/// itself) ended with an exception, throw multiple_exceptions holding all of them.
+/// Throws illegal_operation_exception inside atomic/when.
+template <class F>
+void finish(F&& body) {
+  detail::run_finish(detail::function_ref<void()>(body));
+}
+
+/// A collecting finish: like finish, and returns the reduction (by `r`) of every value offered with apgas::offer
+/// by the activities it governs (and by its body). @code
+///   long n = apgas::finish_collect(apgas::sum<long>(), [] { for (int i = 0; i < 10; ++i) apgas::async([] { apgas::offer(1L); }); });
+/// @endcode
+template <reducer_type Reducer, class F>
+typename Reducer::value_type finish_collect(Reducer r, F&& body) {
+  using T = typename Reducer::value_type;
+  T acc = r.zero();
+  detail::collector c{&acc, &r, &typeid(T), [](void* a, const void* red, const void* v) {
+                        T& accumulator = *static_cast<T*>(a);
+                        accumulator = (*static_cast<const Reducer*>(red))(accumulator, *static_cast<const T*>(v));
+                      }};
+  detail::run_finish_collect(c, detail::function_ref<void()>(body));
+  return acc;
+}
+
+/// Offer a value to the closest enclosing collecting finish of the calling activity. Its type must be that
+/// finish's reducer's value_type exactly; otherwise, or with no collecting finish, illegal_operation_exception.
+template <class T>
+void offer(const T& value) {
+  detail::offer(&value, typeid(T));
+}
+
+/// Number of worker threads of this host place.
+int num_workers() noexcept;
+/// Index (0..num_workers()-1) of the worker running the calling activity. It may change after the activity blocks
+/// (finish, when, clock advance, at): read it again after any of those. -1 outside a worker.
+int worker_index() noexcept;
+
+}  // namespace apgas

@@ -1,0 +1,12 @@
+#pragma once
+/// @file apgas.hpp
+/// The whole public API of apgas: places, activities, finish, at, atomic/when, clocks, start-up.
+/// See docs/architecture.md for how the pieces fit and shared design notes for the model.
+
+#include <apgas/activity.hpp>
+#include <apgas/atomic.hpp>
+#include <apgas/clock.hpp>
+#include <apgas/error.hpp>
+#include <apgas/place.hpp>
+#include <apgas/reducer.hpp>
+#include <apgas/runtime.hpp>

@@ -1,0 +1,69 @@
+#pragma once
+// The task: the record of one activity, from spawn to termination. Installed because async/async_at are templates
+// that must build one; not API. Only the runtime (apgas/src) reads or writes the fields.
+
+#include <apgas/place.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace apgas::detail {
+
+class finish_state;
+struct clock_registrations;
+
+/// One activity. Created by async/async_at (task_of<F>), owned by the scheduler from spawn() on, destroyed by the
+/// worker that runs it to completion. Invariant: while an activity runs, the worker's current-task pointer designates
+/// its task; the fields below are touched only by the thread currently running the activity (or, before it starts,
+/// by the spawning activity), so they need no synchronisation.
+struct task {
+  task() noexcept = default;
+  task(const task&) = delete;
+  task& operator=(const task&) = delete;
+  virtual ~task() = default;
+
+  /// Run the activity's body. May throw: the scheduler delivers the exception to the governing finish.
+  virtual void invoke() = 0;
+
+  /// Tasks are small and short-lived: they come from a per-worker cache (see apgas/src/task_alloc.cpp).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
+
+  finish_state* governing = nullptr;          ///< the finish this activity reports its termination to
+  finish_state* innermost = nullptr;          ///< the finish new asyncs join: governing, or a nested finish
+  clock_registrations* clocks = nullptr;      ///< clocks this activity is registered on; null in the common case
+  int atomic_depth = 0;                       ///< > 0 inside atomic/when bodies
+};
+
+template <class F>
+struct task_of final : task {
+  template <class G>
+  explicit task_of(G&& g) : fn(std::forward<G>(g)) {}
+  void invoke() override { fn(); }
+  F fn;
+};
+
+/// bad_place_exception for an invalid place; illegal_operation_exception for a target that cannot run a plain
+/// closure (a GPU place) or when called inside atomic/when or outside apgas::run.
+void check_at_target(place p);
+
+/// Make a task from any callable (decay-copied into the task).
+template <class F>
+task* make_task(F&& f) {
+  using Fn = std::decay_t<F>;
+  static_assert(std::is_invocable_v<Fn&>, "apgas: an activity body must be callable with no arguments");
+  return new task_of<Fn>(std::forward<F>(f));
+}
+
+/// The shipping rule of async_at/at: the closure itself must be trivially copyable.
+template <class F>
+constexpr void check_shippable() {
+  static_assert(std::is_trivially_copyable_v<std::decay_t<F>>,
+                "apgas::async_at/at: the closure must be trivially copyable (capture only scalars, place, global_ref, "
+                "remote_array and other trivially copyable values); pass anything else as an explicit argument "
+                "after the closure");
+}
+
+}  // namespace apgas::detail

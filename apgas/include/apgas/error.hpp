@@ -1,0 +1,114 @@
+#pragma once
+/// @file error.hpp
+/// The exception hierarchy of apgas. Every exception the runtime throws derives from apgas::error, itself a
+/// std::runtime_error, so `catch (const std::exception&)` still sees them.
+
+#include <cstddef>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace apgas {
+
+/// Base of every exception apgas throws.
+class error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Thrown by `finish` when activities it governed (or its body) ended with uncaught exceptions.
+/// Nested multiple_exceptions are flattened: exceptions() holds only leaf exceptions, so counts are exact.
+class multiple_exceptions : public error {
+ public:
+  explicit multiple_exceptions(std::vector<std::exception_ptr> exceptions);
+
+  /// Every collected exception, in no particular order.
+  const std::vector<std::exception_ptr>& exceptions() const noexcept { return exceptions_; }
+  std::size_t size() const noexcept { return exceptions_.size(); }
+
+  /// Pointers to the collected exceptions of dynamic type E (or derived from E). The pointers stay valid as long
+  /// as this multiple_exceptions object lives.
+  template <class E>
+  std::vector<const E*> of_type() const {
+    std::vector<const E*> out;
+    for (const auto& p : exceptions_) {
+      try {
+        std::rethrow_exception(p);
+      } catch (const E& e) {
+        out.push_back(&e);
+      } catch (...) {
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::exception_ptr> exceptions_;
+};
+
+/// A place has failed (for example a GPU whose context hit a sticky error); where() names it.
+class dead_place_exception : public error {
+ public:
+  dead_place_exception(int place_id, const std::string& what) : error(what), where_(place_id) {}
+  int where() const noexcept { return where_; }
+
+ private:
+  int where_;
+};
+
+/// A place id that names no place, or an object used away from its home place.
+class bad_place_exception : public error {
+ public:
+  using error::error;
+};
+
+/// Misuse of a clock: an operation by an activity not registered on it, or registering a child on such a clock.
+class clock_use_exception : public error {
+ public:
+  using error::error;
+};
+
+/// An operation that is illegal where it is attempted (async/finish/at/when/clock operations inside atomic, apgas
+/// calls outside apgas::run, a non-kernel closure sent to a GPU place, an offer with no collecting finish, ...).
+class illegal_operation_exception : public error {
+ public:
+  using error::error;
+};
+
+/// Malformed or untrusted bytes: a length past the end of a message, an unknown id, a wrong build fingerprint.
+class serialization_error : public error {
+ public:
+  using error::error;
+};
+
+/// A transport failed or refused a peer.
+class transport_error : public error {
+ public:
+  using error::error;
+};
+
+/// A CUDA driver call failed; code() is the CUresult value.
+class cuda_error : public error {
+ public:
+  cuda_error(int code, const std::string& what) : error(what), code_(code) {}
+  int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+/// A kernel launch beyond the device's or the function's limits (grid, block, shared memory, parameters).
+class kernel_launch_error : public cuda_error {
+ public:
+  using cuda_error::cuda_error;
+};
+
+/// An invalid configuration value (environment variable or apgas::config field); the message names the variable,
+/// the value and the accepted range.
+class config_error : public error {
+ public:
+  using error::error;
+};
+
+}  // namespace apgas

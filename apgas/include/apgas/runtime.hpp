@@ -1,0 +1,57 @@
+#pragma once
+/// @file runtime.hpp
+/// Start-up and shut-down: apgas::run and its configuration.
+
+#include <apgas/detail/function_ref.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace apgas {
+
+/// Run-time configuration. from_env() reads the APGAS_* variables once; an invalid value is a config_error naming
+/// the variable, the value and the accepted range (never a silent default).
+struct config {
+  static constexpr std::size_t default_stack_size = 256 * 1024;
+  static constexpr int max_threads = 4096;
+  static constexpr std::size_t min_stack_size = 16 * 1024;
+  static constexpr std::size_t max_stack_size = std::size_t{1} << 30;
+
+  /// Worker threads of this host place (APGAS_NTHREADS); 0 means the hardware concurrency.
+  int nthreads = 0;
+  /// Bytes of each fiber stack, guard page not included (APGAS_STACK_SIZE; suffixes K, M, G accepted).
+  std::size_t stack_size = default_stack_size;
+
+  /// The configuration given by the environment. Throws config_error.
+  static config from_env();
+  /// Throws config_error if a field is out of range.
+  void validate() const;
+};
+
+namespace detail {
+int run(const config& cfg, function_ref<void()> main);
+int run_from_env(int argc, char** argv, function_ref<void()> main);
+}  // namespace detail
+
+/// Start the runtime, run `main` as the main activity at place 0 inside an implicit finish, shut down.
+/// Returns 0 when the main activity and everything it started ended normally. Otherwise prints the exceptions to
+/// stderr ("apgas: ...") and returns 1; an invalid configuration prints the config_error and returns 2.
+/// Every host place other than 0 serves until the main activity ends. Runs may follow one another in a process;
+/// they may not nest or overlap.
+/// @code
+///   int main(int argc, char** argv) {
+///     return apgas::run(argc, argv, [] { apgas::finish([] { apgas::async([] { std::puts("hi"); }); }); });
+///   }
+/// @endcode
+template <class F>
+int run(int argc, char** argv, F&& main) {
+  return detail::run_from_env(argc, argv, detail::function_ref<void()>(main));
+}
+
+/// Same, with an explicit configuration instead of the environment.
+template <class F>
+int run(const config& cfg, F&& main) {
+  return detail::run(cfg, detail::function_ref<void()>(main));
+}
+
+}  // namespace apgas

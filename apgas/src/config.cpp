@@ -1,0 +1,89 @@
+#include <apgas/error.hpp>
+#include <apgas/runtime.hpp>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+
+namespace apgas {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+// Parse a whole decimal string into [lo, hi]; nullopt if it is not exactly that.
+std::optional<unsigned long long> parse_uint(const std::string& s, unsigned long long multiplier = 1) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (errno == ERANGE || end == s.c_str()) return std::nullopt;
+  if (*end != '\0') return std::nullopt;
+  if (multiplier > 1 && v > std::numeric_limits<unsigned long long>::max() / multiplier) return std::nullopt;
+  return v * multiplier;
+}
+
+std::optional<unsigned long long> parse_bytes(std::string s) {
+  unsigned long long mult = 1;
+  if (!s.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(s.back()))) {
+      case 'K': mult = 1ull << 10; break;
+      case 'M': mult = 1ull << 20; break;
+      case 'G': mult = 1ull << 30; break;
+      default: break;
+    }
+    if (mult != 1) s.pop_back();
+  }
+  return parse_uint(s, mult);
+}
+
+[[noreturn]] void reject(const char* var, const std::string& value, const std::string& expected) {
+  throw config_error(std::string("invalid ") + var + "='" + value + "': expected " + expected);
+}
+
+}  // namespace
+
+config config::from_env() {
+  config c;
+  if (auto v = env("APGAS_NTHREADS")) {
+    const auto n = parse_uint(*v);
+    if (!n || *n < 1 || *n > static_cast<unsigned long long>(max_threads)) {
+      reject("APGAS_NTHREADS", *v, "a whole number of worker threads from 1 to " + std::to_string(max_threads));
+    }
+    c.nthreads = static_cast<int>(*n);
+  }
+  if (auto v = env("APGAS_STACK_SIZE")) {
+    const auto n = parse_bytes(*v);
+    if (!n || *n < min_stack_size || *n > max_stack_size) {
+      reject("APGAS_STACK_SIZE", *v,
+             "a byte count (optional suffix K, M or G) from " + std::to_string(min_stack_size) + " to " +
+                 std::to_string(max_stack_size));
+    }
+    c.stack_size = static_cast<std::size_t>(*n);
+  }
+  if (auto v = env("APGAS_TRANSPORT")) {
+    if (*v != "local") {
+      reject("APGAS_TRANSPORT", *v, "'local' (the only transport built into this library)");
+    }
+  }
+  return c;
+}
+
+void config::validate() const {
+  if (nthreads < 0 || nthreads > max_threads) {
+    throw config_error("invalid apgas::config::nthreads=" + std::to_string(nthreads) + ": expected 0 (one per core) to " +
+                       std::to_string(max_threads));
+  }
+  if (stack_size < min_stack_size || stack_size > max_stack_size) {
+    throw config_error("invalid apgas::config::stack_size=" + std::to_string(stack_size) + ": expected " +
+                       std::to_string(min_stack_size) + " to " + std::to_string(max_stack_size) + " bytes");
+  }
+}
+
+}  // namespace apgas

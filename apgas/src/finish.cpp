@@ -1,0 +1,131 @@
+#include "finish.hpp"
+
+#include "scheduler.hpp"
+
+#include <apgas/error.hpp>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace apgas::detail {
+
+void finish_state::add_exception(std::exception_ptr e) noexcept {
+  // Flatten: a multiple_exceptions contributes its leaves, so counts stay exact across nested finishes.
+  const multiple_exceptions* nested = nullptr;
+  try {
+    std::rethrow_exception(e);
+  } catch (const multiple_exceptions& m) {
+    nested = &m;
+  } catch (...) {
+  }
+  std::lock_guard lock(mutex_);
+  try {
+    if (nested != nullptr) {
+      exceptions_.insert(exceptions_.end(), nested->exceptions().begin(), nested->exceptions().end());
+    } else {
+      exceptions_.push_back(std::move(e));
+    }
+  } catch (...) {
+    std::fputs("apgas: out of memory while recording an exception in a finish\n", stderr);
+    std::terminate();
+  }
+}
+
+void finish_state::complete() noexcept {
+  if (count_.fetch_sub(1, std::memory_order_acq_rel) == 1) wake(waiter_);
+}
+
+void finish_state::publish_waiter(fiber_ctx* self, void* arg) {
+  auto* fs = static_cast<finish_state*>(arg);
+  fs->waiter_ = self;
+  fs->complete();  // drop the waiter's token; if every child has ended, this wakes the waiter itself
+}
+
+void finish_state::wait() {
+  // Help first: run our own children while they are on top of our deque. Only children of *this* finish: running
+  // an unrelated task here would tie this finish's completion to it (a deadlock if it waits for code that follows
+  // this finish). A child that blocks parks this whole fiber, which is fine: this finish cannot end before it.
+  worker* w = this_worker();
+  while (count_.load(std::memory_order_acquire) != 1) {
+    const work_deque::item it = w->deque.pop();
+    if (it == 0) break;
+    if (is_fiber(it) || item_task(it)->governing != this) {
+      w->deque.push(it);
+      break;
+    }
+    run_task(item_task(it));
+    w = this_worker();
+  }
+  if (count_.load(std::memory_order_acquire) == 1) return;
+  park(&publish_waiter, this);
+}
+
+void finish_state::rethrow() {
+  if (!exceptions_.empty()) throw multiple_exceptions(std::move(exceptions_));
+}
+
+namespace {
+
+void finish_with(task& cur, finish_state& fs, function_ref<void()> body) {
+  finish_state* const saved = cur.innermost;
+  cur.innermost = &fs;
+  try {
+    body();
+  } catch (...) {
+    fs.add_exception(std::current_exception());
+  }
+  cur.innermost = saved;
+  fs.wait();
+  fs.rethrow();
+}
+
+}  // namespace
+
+void run_finish(function_ref<void()> body) {
+  task& cur = require_unrestricted_activity("apgas::finish");
+  finish_state fs(cur.innermost);
+  finish_with(cur, fs, body);
+}
+
+void run_finish_collect(collector& c, function_ref<void()> body) {
+  task& cur = require_unrestricted_activity("apgas::finish_collect");
+  finish_state fs(cur.innermost, &c);
+  finish_with(cur, fs, body);
+}
+
+void offer(const void* value, const std::type_info& type) {
+  task& cur = require_activity("apgas::offer");
+  finish_state* fs = cur.innermost;
+  while (fs != nullptr && fs->coll() == nullptr) fs = fs->parent();
+  if (fs == nullptr) {
+    throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
+                                      ": the activity has no enclosing collecting finish (finish_collect)");
+  }
+  collector* c = fs->coll();
+  if (*c->type != type) {
+    throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
+                                      " to a collecting finish whose reducer takes " + c->type->name());
+  }
+  std::lock_guard lock(fs->lock());
+  c->combine(c->accumulator, c->reducer, value);
+}
+
+void spawn(task* t) {
+  task* cur = current_task();
+  const char* problem = nullptr;
+  if (cur == nullptr) {
+    problem = "apgas::async must be called by an activity (inside apgas::run), not from this thread";
+  } else if (cur->atomic_depth > 0) {
+    problem = "apgas: async is illegal inside an atomic or when body";
+  }
+  if (problem != nullptr) {
+    delete t;
+    throw illegal_operation_exception(problem);
+  }
+  t->governing = cur->innermost;
+  t->innermost = cur->innermost;
+  push_task(t);
+}
+
+}  // namespace apgas::detail

@@ -1,0 +1,56 @@
+#pragma once
+// finish_state: the termination detector of one finish (local, one host).
+//
+// Protocol: count_ = 1 (the waiter's own token) + number of governed activities not yet terminated. spawn adds 1
+// before the child becomes visible; a terminating child records its exception (if any) and then subtracts 1.
+// The waiter first helps (runs its own children from the top of its deque), then either sees count_ == 1 (every
+// child has ended; no one else touches the state) or parks and drops its token in the publish step. Whoever
+// brings count_ to 0 — the waiter's publish or the last child — wakes the waiter, exactly once. After its
+// decrement a child never touches the state again (the waiter may have destroyed it).
+// The acq_rel decrements order every child's exception (and all its writes) before the waiter's return.
+
+#include "spin_mutex.hpp"
+
+#include <apgas/activity.hpp>
+
+#include <atomic>
+#include <exception>
+#include <vector>
+
+namespace apgas::detail {
+
+struct fiber_ctx;
+
+class finish_state {
+ public:
+  explicit finish_state(finish_state* parent, collector* coll = nullptr) noexcept : parent_(parent), coll_(coll) {}
+  finish_state(const finish_state&) = delete;
+  finish_state& operator=(const finish_state&) = delete;
+
+  void spawned() noexcept { count_.fetch_add(1, std::memory_order_relaxed); }
+  void complete() noexcept;
+  void add_exception(std::exception_ptr e) noexcept;
+  /// Called by the activity that owns the finish, after its body.
+  void wait();
+  /// Throw multiple_exceptions if anything was recorded.
+  void rethrow();
+
+  finish_state* parent() const noexcept { return parent_; }
+  collector* coll() const noexcept { return coll_; }
+  spin_mutex& lock() noexcept { return mutex_; }
+
+ private:
+  static void publish_waiter(fiber_ctx* self, void* arg);
+
+  std::atomic<long> count_{1};
+  fiber_ctx* waiter_ = nullptr;
+  finish_state* parent_;
+  collector* coll_;
+  spin_mutex mutex_;
+  std::vector<std::exception_ptr> exceptions_;
+};
+
+/// Drop every clock of a terminating task (clock.cpp).
+void drop_all_clocks(task& t) noexcept;
+
+}  // namespace apgas::detail

@@ -1,0 +1,23 @@
+#pragma once
+// Run-time state shared by the core's translation units.
+
+#include <apgas/place.hpp>
+
+#include <vector>
+
+namespace apgas::detail {
+
+/// The logical place tree: hosts 0..num_hosts-1, then every host's accelerators.
+struct place_tree {
+  int num_hosts = 1;
+  int here_host = 0;                          // the host place of this process
+  std::vector<place> all;                     // every place, by id
+  std::vector<std::vector<place>> children;   // per host: its accelerator places
+  std::vector<int> parent_of;                 // per accelerator (id - num_hosts): its host
+  static place_tree single_host();
+};
+
+const place_tree& tree() noexcept;
+void set_tree(place_tree t);
+
+}  // namespace apgas::detail

@@ -1,0 +1,307 @@
+#include "scheduler.hpp"
+
+#include "finish.hpp"
+#include "stack.hpp"
+
+#include <apgas/error.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+namespace apgas::detail {
+namespace {
+
+std::atomic<scheduler*> g_scheduler{nullptr};
+thread_local worker* t_worker = nullptr;
+
+// Spin rounds an idle worker makes (each a full scan of the deques) before it goes to sleep.
+constexpr int idle_spin_rounds = 256;
+
+// Stack allocator that also tells the sanitizers where the new stack is.
+struct marking_allocator {
+  guarded_stack_allocator inner;
+  fiber_ctx* ctx;
+  boost::context::stack_context allocate() {
+    boost::context::stack_context sc = inner.allocate();
+    ctx->marks.stack_bottom = static_cast<char*>(sc.sp) - sc.size;
+    ctx->marks.stack_size = sc.size;
+    return sc;
+  }
+  void deallocate(boost::context::stack_context& sc) noexcept { inner.deallocate(sc); }
+};
+
+// Switch from `from` (running now) to `to` (suspended). `on_top(from)` runs first on `to`'s stack, after `from`
+// has been fully suspended and recorded: it is where a parked fiber is published.
+template <class OnTop>
+void switch_to(fiber_ctx* from, fiber_ctx* to, OnTop on_top) {
+  san::before_switch(from->marks, to->marks);
+  // The returned continuation is always empty: whoever resumes us stores our continuation through its on-top.
+  (void)std::move(to->cont).resume_with([from, to, on_top](boost::context::fiber&& f) -> boost::context::fiber {
+    san::after_switch(to->marks, &from->marks);
+    from->cont = std::move(f);
+    worker* w = this_worker();
+    w->running = to;
+    w->current_task = to->current;
+    on_top(from);
+    return {};
+  });
+}
+
+boost::context::fiber loop_main(fiber_ctx* self);
+
+fiber_ctx* make_loop_fiber(worker* w) {
+  scheduler* s = the_scheduler();
+  auto* ctx = new fiber_ctx;
+  san::create_fiber(ctx->marks);
+  san::tsan_enter(ctx->marks);  // Boost's constructor briefly enters the new stack
+  ctx->cont = boost::context::fiber(std::allocator_arg, marking_allocator{guarded_stack_allocator(s->stack_size()), ctx},
+                                    [ctx](boost::context::fiber&&) { return loop_main(ctx); });
+  san::tsan_enter(w->running->marks);
+  return ctx;
+}
+
+// Resume a woken fiber from the top of a loop; this loop fiber goes into the worker's pool.
+void resume_parked(worker* w, fiber_ctx* target) {
+  fiber_ctx* self = w->running;
+  self->current = nullptr;
+  switch_to(self, target, [](fiber_ctx* from) { this_worker()->idle_fibers.push_back(from); });
+}
+
+boost::context::fiber loop_main(fiber_ctx* self) {
+  for (;;) {
+    worker* w = this_worker();  // re-read each round: this fiber may have moved to another thread
+    const work_deque::item it = the_scheduler()->find_work(w);
+    if (it == 0) break;
+    if (is_fiber(it)) {
+      resume_parked(w, item_fiber(it));
+    } else {
+      run_task(item_task(it));
+    }
+  }
+  worker* w = this_worker();
+  w->exited = self;
+  san::before_switch(self->marks, w->thread_ctx.marks, /*leaving_for_good=*/true);
+  return std::move(w->thread_ctx.cont);
+}
+
+// Enter `f` from the thread's own stack and come back when a loop fiber has ended on this thread.
+void run_until_exit(worker* w, fiber_ctx* f) {
+  switch_to(&w->thread_ctx, f, [](fiber_ctx*) {});
+  san::after_switch(w->thread_ctx.marks, nullptr);
+  fiber_ctx* dead = std::exchange(w->exited, nullptr);
+  san::destroy_fiber(dead->marks);
+  delete dead;  // its stack was released by Boost when it ended
+  w->running = &w->thread_ctx;
+  w->current_task = nullptr;
+}
+
+}  // namespace
+
+scheduler* the_scheduler() noexcept { return g_scheduler.load(std::memory_order_acquire); }
+void set_scheduler(scheduler* s) noexcept { g_scheduler.store(s, std::memory_order_release); }
+
+[[gnu::noipa]] worker* this_worker() noexcept { return t_worker; }
+
+[[gnu::noipa]] task* current_task() noexcept {
+  worker* w = t_worker;
+  return w != nullptr ? w->current_task : nullptr;
+}
+
+task& require_activity(const char* what) {
+  task* t = current_task();
+  if (t == nullptr) {
+    throw illegal_operation_exception(std::string("apgas: ") + what +
+                                      " must be called by an activity (inside apgas::run), not from this thread");
+  }
+  return *t;
+}
+
+task& require_unrestricted_activity(const char* what) {
+  task& t = require_activity(what);
+  if (t.atomic_depth > 0) {
+    throw illegal_operation_exception(std::string("apgas: ") + what + " is illegal inside an atomic or when body");
+  }
+  return t;
+}
+
+scheduler::scheduler(const config& cfg) : stack_size_(cfg.stack_size) {
+  install_overflow_handler();
+  const int n = cfg.nthreads > 0 ? cfg.nthreads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  workers_.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    auto w = std::make_unique<worker>();
+    w->index = i;
+    w->rng = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(i + 1);
+    workers_.push_back(std::move(w));
+  }
+}
+
+void scheduler::start() {
+  for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { worker_main(p); });
+}
+
+scheduler::~scheduler() {
+  stop();
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+void scheduler::stop() {
+  stopping_.store(true, std::memory_order_seq_cst);
+  epoch_.fetch_add(1, std::memory_order_seq_cst);
+  epoch_.notify_all();
+}
+
+void scheduler::worker_main(worker* w) {
+  t_worker = w;
+  enter_signal_stack();
+  san::adopt_thread(w->thread_ctx.marks);
+  w->running = &w->thread_ctx;
+  run_until_exit(w, make_loop_fiber(w));
+  // Every activity has ended: the pooled loop fibers sit at the top of their loops; let each one end.
+  while (!w->idle_fibers.empty()) {
+    fiber_ctx* f = w->idle_fibers.back();
+    w->idle_fibers.pop_back();
+    run_until_exit(w, f);
+  }
+  leave_signal_stack();
+  t_worker = nullptr;
+}
+
+void scheduler::submit(work_deque::item it) {
+  worker* w = this_worker();
+  if (w != nullptr && the_scheduler() == this) {
+    w->deque.push(it);
+  } else {
+    std::lock_guard lock(inject_mutex_);
+    injected_.push_back(it);
+    injected_count_.fetch_add(1, std::memory_order_release);
+  }
+  notify();
+}
+
+void scheduler::notify() noexcept {
+  // Pairs with idle_wait: either the sleeper's scan sees the new item, or we see the sleeper (Dekker).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_relaxed) > 0) {
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    epoch_.notify_one();
+  }
+}
+
+work_deque::item scheduler::take_injected() {
+  if (injected_count_.load(std::memory_order_acquire) == 0) return 0;
+  std::lock_guard lock(inject_mutex_);
+  if (injected_.empty()) return 0;
+  const work_deque::item it = injected_.front();
+  injected_.pop_front();
+  injected_count_.fetch_sub(1, std::memory_order_relaxed);
+  return it;
+}
+
+work_deque::item scheduler::steal_round(worker* w) {
+  const std::size_t n = workers_.size();
+  if (n < 2) return 0;
+  w->rng ^= w->rng << 13;
+  w->rng ^= w->rng >> 7;
+  w->rng ^= w->rng << 17;
+  const std::size_t start = static_cast<std::size_t>(w->rng % n);
+  for (std::size_t k = 0; k < n; ++k) {
+    worker* v = workers_[(start + k) % n].get();
+    if (v == w) continue;
+    if (const work_deque::item it = v->deque.steal()) return it;
+  }
+  return 0;
+}
+
+work_deque::item scheduler::find_work(worker* w) {
+  for (int round = 0;; ++round) {
+    if (const work_deque::item it = w->deque.pop()) return it;
+    if (const work_deque::item it = take_injected()) return it;
+    if (const work_deque::item it = steal_round(w)) return it;
+    if (poll_progress()) {
+      round = 0;
+      continue;
+    }
+    if (stopping_.load(std::memory_order_acquire)) return 0;
+    if (round < idle_spin_rounds) {
+      for (int i = 0; i < 32; ++i) APGAS_DETAIL_CPU_RELAX();
+      continue;
+    }
+    if (const work_deque::item it = idle_wait(w)) return it;
+    round = 0;
+  }
+}
+
+work_deque::item scheduler::idle_wait(worker* w) {
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  const std::uint32_t e = epoch_.load(std::memory_order_seq_cst);
+  work_deque::item it = take_injected();
+  if (it == 0) it = steal_round(w);
+  if (it == 0 && !stopping_.load(std::memory_order_seq_cst)) {
+    if (have_progress_hooks()) {
+      // Polled backends need attention even when no one notifies us: nap, never sleep indefinitely.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else {
+      epoch_.wait(e, std::memory_order_seq_cst);
+    }
+  }
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  return it;
+}
+
+void park(publish_fn publish, void* arg) {
+  worker* w = this_worker();
+  fiber_ctx* self = w->running;
+  self->current = w->current_task;
+  fiber_ctx* next;
+  if (!w->idle_fibers.empty()) {
+    next = w->idle_fibers.back();
+    w->idle_fibers.pop_back();
+  } else {
+    next = make_loop_fiber(w);
+  }
+  switch_to(self, next, [publish, arg](fiber_ctx* from) { publish(from, arg); });
+  // Resumed, perhaps on another worker; switch_to's on-top set running/current_task there.
+}
+
+void wake(fiber_ctx* f) noexcept {
+  scheduler* s = the_scheduler();
+  const work_deque::item it = as_item(f);
+  try {
+    s->submit(it);
+  } catch (...) {
+    // submit allocates only when the injection queue grows; losing a wake-up would hang the program.
+    std::fputs("apgas: out of memory while waking an activity\n", stderr);
+    std::terminate();
+  }
+}
+
+void run_task(task* t) {
+  worker* w = this_worker();
+  task* const saved = w->current_task;
+  w->current_task = t;
+  try {
+    t->invoke();
+  } catch (...) {
+    if (t->governing != nullptr) t->governing->add_exception(std::current_exception());
+  }
+  w = this_worker();
+  w->current_task = saved;
+  if (t->clocks != nullptr) drop_all_clocks(*t);
+  finish_state* const f = t->governing;
+  delete t;
+  if (f != nullptr) f->complete();
+}
+
+void push_task(task* t) {
+  t->governing->spawned();
+  worker* w = this_worker();
+  w->deque.push(as_item(t));
+  the_scheduler()->notify();
+}
+
+}  // namespace apgas::detail

@@ -1,0 +1,134 @@
+#pragma once
+// The per-host scheduler: worker threads, work-stealing deques, lazily used fibers, park/wake.
+//
+// How an activity gets a fiber only when it blocks: every worker always runs on a *loop fiber* — a fiber whose
+// bottom frame is the scheduling loop. A task popped from a deque runs on the current loop fiber's stack as a plain
+// call. If it blocks, park() takes an idle loop fiber (from the worker's pool, or a new one) and switches to it: the
+// blocked task keeps the old fiber (its frames are on it), the worker keeps scheduling on the new one. A woken
+// fiber is pushed on a deque like a task; the worker that pops it switches to it and puts its own (empty) loop
+// fiber into its pool. When the resumed task ends, its fiber simply goes on with the loop it was started by.
+//
+// Invariants:
+//  - worker::running is the fiber executing on that worker's thread; worker::current_task the activity it runs
+//    (null at the top of a loop). Both are set by switch_to's on-top function on the target stack, so they are
+//    right the moment code resumes.
+//  - A parked fiber is in exactly one place: the wait structure its publish function stored it in, then a deque
+//    (after wake), then running. Its continuation (fiber_ctx::cont) is stored before publish runs, so a waker can
+//    never resume a fiber that has not finished suspending.
+//  - Thread-local state is read only through this_worker() (noipa), never cached across a park: a parked fiber
+//    may resume on another thread.
+
+#include "deque.hpp"
+#include "sanitizer.hpp"
+#include "spin_mutex.hpp"
+
+#include <apgas/detail/completion.hpp>
+#include <apgas/detail/task.hpp>
+#include <apgas/runtime.hpp>
+
+#include <boost/context/fiber.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace apgas::detail {
+
+struct fiber_ctx {
+  boost::context::fiber cont;  // the suspended continuation; empty while the fiber runs
+  task* current = nullptr;     // the innermost activity on this fiber when it parked (null for idle loop fibers)
+  san::fiber_marks marks;
+};
+
+struct worker {
+  int index = 0;
+  work_deque deque;
+  std::vector<fiber_ctx*> idle_fibers;  // loop fibers suspended at the top of their loop; owned by this worker
+  fiber_ctx thread_ctx;                 // the OS thread's own stack: entered at start and left for good at exit
+  fiber_ctx* running = nullptr;
+  fiber_ctx* exited = nullptr;          // a loop fiber that just ended on this thread (to be deleted by it)
+  task* current_task = nullptr;
+  std::uint64_t rng = 0;
+  std::thread thread;
+};
+
+class scheduler {
+ public:
+  explicit scheduler(const config& cfg);
+  ~scheduler();  // stops and joins the workers; every activity must have ended
+  /// Start the worker threads (after set_scheduler(this): workers read it).
+  void start();
+  scheduler(const scheduler&) = delete;
+  scheduler& operator=(const scheduler&) = delete;
+
+  int size() const noexcept { return static_cast<int>(workers_.size()); }
+  std::size_t stack_size() const noexcept { return stack_size_; }
+
+  /// Make an item runnable from any thread (pushed on the caller's deque if it is one of our workers).
+  void submit(work_deque::item it);
+  /// Wake one sleeping worker, if any sleeps (after an item became visible).
+  void notify() noexcept;
+
+  // used by the worker loop
+  work_deque::item find_work(worker* w);
+  void stop();
+
+ private:
+  work_deque::item take_injected();
+  work_deque::item steal_round(worker* w);
+  work_deque::item idle_wait(worker* w);
+  void worker_main(worker* w);
+
+  std::size_t stack_size_;
+  std::vector<std::unique_ptr<worker>> workers_;
+  spin_mutex inject_mutex_;
+  std::deque<work_deque::item> injected_;
+  std::atomic<std::size_t> injected_count_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
+  alignas(64) std::atomic<std::uint32_t> epoch_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+/// The running scheduler, or null outside apgas::run.
+scheduler* the_scheduler() noexcept;
+void set_scheduler(scheduler* s) noexcept;
+
+/// The worker of the calling thread (null on other threads). Never inlined nor analysed across calls, so that no
+/// caller caches a thread-local address across a park.
+worker* this_worker() noexcept;
+/// The activity running on the calling thread, or null.
+task* current_task() noexcept;
+/// The calling activity; illegal_operation_exception naming `what` outside an activity.
+task& require_activity(const char* what);
+/// The calling activity, which must not be inside atomic/when (illegal_operation_exception naming `what`).
+task& require_unrestricted_activity(const char* what);
+
+/// Park the calling activity. `publish(self, arg)` runs after the switch, on another fiber of the same thread: it
+/// stores `self` where a waker will find it (and, typically, releases a lock). Returns once someone wake()s it.
+using publish_fn = void (*)(fiber_ctx* self, void* arg);
+void park(publish_fn publish, void* arg);
+/// Make a parked fiber runnable. Any thread; each park is matched by exactly one wake.
+void wake(fiber_ctx* f) noexcept;
+
+/// Run a task to completion on the calling fiber (it may park in between), deliver its exception to its governing
+/// finish, drop its clocks, free it and report its termination.
+void run_task(task* t);
+/// Spawn a ready-made task (fields set) on the calling worker, counting it in its governing finish first.
+void push_task(task* t);
+
+/// Progress hooks (the completion seam), polled by idle workers.
+bool poll_progress() noexcept;
+bool have_progress_hooks() noexcept;
+
+/// Item tagging: tasks are even addresses, parked fibers have the low bit set.
+inline work_deque::item as_item(task* t) noexcept { return reinterpret_cast<work_deque::item>(t); }
+inline work_deque::item as_item(fiber_ctx* f) noexcept { return reinterpret_cast<work_deque::item>(f) | 1u; }
+inline bool is_fiber(work_deque::item it) noexcept { return (it & 1u) != 0; }
+inline task* item_task(work_deque::item it) noexcept { return reinterpret_cast<task*>(it); }
+inline fiber_ctx* item_fiber(work_deque::item it) noexcept { return reinterpret_cast<fiber_ctx*>(it & ~work_deque::item{1}); }
+
+}  // namespace apgas::detail
