@@ -40,9 +40,14 @@ class work_deque {
   item pop() {
     const std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
     buffer* a = buf_.load(std::memory_order_relaxed);
+#if defined(APGAS_DETAIL_TSAN)  // TSan ignores fences: a seq_cst exchange orders the same way (and on x86 too)
+    (void)bottom_.exchange(b, std::memory_order_seq_cst);
+    std::int64_t t = top_.load(std::memory_order_seq_cst);
+#else
     bottom_.store(b, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     std::int64_t t = top_.load(std::memory_order_relaxed);
+#endif
     if (t > b) {
       bottom_.store(b + 1, std::memory_order_relaxed);
       return 0;
@@ -56,9 +61,14 @@ class work_deque {
   }
 
   item steal() {
+#if defined(APGAS_DETAIL_TSAN)
+    std::int64_t t = top_.fetch_add(0, std::memory_order_seq_cst);
+    const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
+#else
     std::int64_t t = top_.load(std::memory_order_acquire);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     const std::int64_t b = bottom_.load(std::memory_order_acquire);
+#endif
     if (t >= b) return 0;
     buffer* a = buf_.load(std::memory_order_acquire);
     const item x = a->at(t).load(std::memory_order_relaxed);

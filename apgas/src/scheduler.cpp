@@ -185,8 +185,12 @@ void scheduler::submit(work_deque::item it) {
 
 void scheduler::notify() noexcept {
   // Pairs with idle_wait: either the sleeper's scan sees the new item, or we see the sleeper (Dekker).
+#if defined(APGAS_DETAIL_TSAN)  // TSan ignores fences; a seq_cst read-modify-write is a full barrier as well
+  if (sleepers_.fetch_add(0, std::memory_order_seq_cst) > 0) {
+#else
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_relaxed) > 0) {
+#endif
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     epoch_.notify_one();
   }
