@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -15,6 +16,7 @@ namespace {
 
 std::atomic<scheduler*> g_scheduler{nullptr};
 thread_local worker* t_worker = nullptr;
+std::atomic<long> g_live_fibers{0};  // for diagnostics
 
 // Spin rounds an idle worker makes (each a full scan of the deques) before it goes to sleep.
 constexpr int idle_spin_rounds = 256;
@@ -53,13 +55,22 @@ boost::context::fiber loop_main(fiber_ctx* self);
 
 fiber_ctx* make_loop_fiber(worker* w) {
   scheduler* s = the_scheduler();
-  auto* ctx = new fiber_ctx;
+  auto ctx_owner = std::make_unique<fiber_ctx>();
+  fiber_ctx* ctx = ctx_owner.get();
   san::create_fiber(ctx->marks);
   san::tsan_enter(ctx->marks);  // Boost's constructor briefly enters the new stack
-  ctx->cont = boost::context::fiber(std::allocator_arg, marking_allocator{guarded_stack_allocator(s->stack_size()), ctx},
-                                    [ctx](boost::context::fiber&&) { return loop_main(ctx); });
+  try {
+    ctx->cont = boost::context::fiber(std::allocator_arg,
+                                      marking_allocator{guarded_stack_allocator(s->stack_size()), ctx},
+                                      [ctx](boost::context::fiber&&) { return loop_main(ctx); });
+  } catch (...) {
+    san::tsan_enter(w->running->marks);
+    san::destroy_fiber(ctx->marks);
+    throw;
+  }
   san::tsan_enter(w->running->marks);
-  return ctx;
+  g_live_fibers.fetch_add(1, std::memory_order_relaxed);
+  return ctx_owner.release();
 }
 
 // Resume a woken fiber from the top of a loop; this loop fiber goes into the worker's pool.
@@ -93,6 +104,7 @@ void run_until_exit(worker* w, fiber_ctx* f) {
   fiber_ctx* dead = std::exchange(w->exited, nullptr);
   san::destroy_fiber(dead->marks);
   delete dead;  // its stack was released by Boost when it ended
+  g_live_fibers.fetch_sub(1, std::memory_order_relaxed);
   w->running = &w->thread_ctx;
   w->current_task = nullptr;
 }
@@ -261,12 +273,30 @@ void park(publish_fn publish, void* arg) {
   worker* w = this_worker();
   fiber_ctx* self = w->running;
   self->current = w->current_task;
-  fiber_ctx* next;
-  if (!w->idle_fibers.empty()) {
+  fiber_ctx* next = nullptr;
+  // If the next item of our deque is a woken fiber, go straight to it: one switch instead of two (via a loop fiber).
+  if (const work_deque::item it = w->deque.pop()) {
+    if (is_fiber(it)) {
+      next = item_fiber(it);
+    } else {
+      w->deque.push(it);
+    }
+  }
+  if (next == nullptr && !w->idle_fibers.empty()) {
     next = w->idle_fibers.back();
     w->idle_fibers.pop_back();
-  } else {
-    next = make_loop_fiber(w);
+  }
+  if (next == nullptr) {
+    // No unwinding from here: the caller is typically a finish waiting for children that reference its frame.
+    try {
+      next = make_loop_fiber(w);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "apgas: cannot create a fiber for a blocking activity (%ld fibers live, %zu-byte stacks): %s; "
+                   "lower APGAS_STACK_SIZE or the number of simultaneously blocked activities\n",
+                   g_live_fibers.load(std::memory_order_relaxed), the_scheduler()->stack_size(), e.what());
+      std::abort();
+    }
   }
   switch_to(self, next, [publish, arg](fiber_ctx* from) { publish(from, arg); });
   // Resumed, perhaps on another worker; switch_to's on-top set running/current_task there.
