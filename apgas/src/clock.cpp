@@ -170,15 +170,12 @@ void spawn_registered(task& parent, task* t, clock_state* const* cs, std::size_t
 
 // The calling activity, which must be outside atomic/when; `owned` (a task not yet spawned) is freed on error.
 task& clock_caller(const char* what, task* owned = nullptr) {
-  task* cur = current_task();
-  const char* problem = nullptr;
-  if (cur == nullptr) problem = " must be called by an activity (inside apgas::run)";
-  else if (cur->atomic_depth > 0) problem = " is illegal inside an atomic or when body";
-  if (problem != nullptr) {
+  try {
+    return require_unrestricted_activity(what);
+  } catch (...) {
     delete owned;
-    throw illegal_operation_exception(std::string("apgas: ") + what + problem);
+    throw;
   }
-  return *cur;
 }
 
 }  // namespace
@@ -190,14 +187,14 @@ void drop_all_clocks(task& t) noexcept {
 }
 
 void spawn_clocked(task* t, const clock* clocks, std::size_t n) {
-  task& parent = clock_caller("clocked_async", t);
+  task& parent = clock_caller("apgas::clocked_async", t);
   std::vector<clock_state*> cs(n);
   for (std::size_t i = 0; i < n; ++i) cs[i] = clocks[i].state();
   spawn_registered(parent, t, cs.data(), n);
 }
 
 void spawn_implicit_clocked(task* t) {
-  task& parent = clock_caller("clocked_async", t);
+  task& parent = clock_caller("apgas::clocked_async", t);
   clock_state* c = parent.clocks != nullptr ? parent.clocks->implicit : nullptr;
   if (c == nullptr) {
     delete t;
@@ -207,7 +204,7 @@ void spawn_implicit_clocked(task* t) {
 }
 
 void run_clocked_finish(function_ref<void()> body) {
-  task& cur = clock_caller("clocked_finish");
+  task& cur = clock_caller("apgas::clocked_finish");
   clock c = clock::make();
   auto& regs = regs_of(cur);
   clock_state* const saved = regs.implicit;
@@ -235,7 +232,7 @@ namespace apgas {
 using detail::clock_state;
 
 clock clock::make() {
-  detail::task& cur = detail::clock_caller("clock::make");
+  detail::task& cur = detail::clock_caller("apgas::clock::make");
   auto* s = new clock_state;  // refs = 1: this handle
   s->registered = 1;
   s->retain();                // the registration
@@ -267,12 +264,12 @@ clock::~clock() {
 }
 
 void clock::advance() {
-  detail::task& cur = detail::clock_caller("clock::advance");
+  detail::task& cur = detail::clock_caller("apgas::clock::advance");
   detail::advance_registration(detail::registered_or_throw(cur, s_, "advance"));
 }
 
 void clock::resume() {
-  detail::task& cur = detail::clock_caller("clock::resume");
+  detail::task& cur = detail::clock_caller("apgas::clock::resume");
   detail::clock_registration& r = detail::registered_or_throw(cur, s_, "resume");
   if (r.resumed) return;
   std::vector<detail::fiber_ctx*> ws;
@@ -284,7 +281,7 @@ void clock::resume() {
 }
 
 void clock::drop() {
-  detail::task& cur = detail::clock_caller("clock::drop");
+  detail::task& cur = detail::clock_caller("apgas::clock::drop");
   detail::drop_registration(cur, &detail::registered_or_throw(cur, s_, "drop"));
   if (cur.clocks->regs.empty() && cur.clocks->implicit == nullptr) {
     delete cur.clocks;
@@ -298,14 +295,14 @@ bool clock::registered() const {
 }
 
 int clock::phase() const {
-  detail::task& cur = detail::clock_caller("clock::phase");
+  detail::task& cur = detail::clock_caller("apgas::clock::phase");
   const detail::clock_registration& r = detail::registered_or_throw(cur, s_, "phase");
   // An activity that has arrived is still in its phase until it advances.
   return r.phase;
 }
 
 void advance_all() {
-  detail::task& cur = detail::clock_caller("advance_all");
+  detail::task& cur = detail::clock_caller("apgas::advance_all");
   if (cur.clocks == nullptr) return;
   // Arrive on every clock first, then wait on each: waiting on one before arriving on another could deadlock.
   for (auto& r : cur.clocks->regs) {
@@ -321,7 +318,7 @@ void advance_all() {
 }
 
 void resume_all() {
-  detail::task& cur = detail::clock_caller("resume_all");
+  detail::task& cur = detail::clock_caller("apgas::resume_all");
   if (cur.clocks == nullptr) return;
   for (auto& r : cur.clocks->regs) {
     if (r.resumed) continue;

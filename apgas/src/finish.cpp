@@ -112,16 +112,12 @@ void offer(const void* value, const std::type_info& type) {
 }
 
 void spawn(task* t) {
-  task* cur = current_task();
-  const char* problem = nullptr;
-  if (cur == nullptr) {
-    problem = "apgas::async must be called by an activity (inside apgas::run), not from this thread";
-  } else if (cur->atomic_depth > 0) {
-    problem = "apgas: async is illegal inside an atomic or when body";
-  }
-  if (problem != nullptr) {
+  task* cur;
+  try {
+    cur = &require_unrestricted_activity("apgas::async");
+  } catch (...) {
     delete t;
-    throw illegal_operation_exception(problem);
+    throw;
   }
   t->governing = cur->innermost;
   t->innermost = cur->innermost;

@@ -33,6 +33,9 @@ void end_section(task& t) noexcept {
 
 void run_atomic(function_ref<void()> body) {
   task& t = require_activity("apgas::atomic");
+  if (t.in_kernel) {
+    throw illegal_operation_exception("apgas: atomic is illegal inside a kernel body (it has no GPU equivalent)");
+  }
   if (t.atomic_depth > 0) {  // nested: we already hold the monitor
     t.atomic_depth += 1;
     struct leave {

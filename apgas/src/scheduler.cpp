@@ -124,7 +124,7 @@ void set_scheduler(scheduler* s) noexcept { g_scheduler.store(s, std::memory_ord
 task& require_activity(const char* what) {
   task* t = current_task();
   if (t == nullptr) {
-    throw illegal_operation_exception(std::string("apgas: ") + what +
+    throw illegal_operation_exception(std::string(what) +
                                       " must be called by an activity (inside apgas::run), not from this thread");
   }
   return *t;
@@ -133,7 +133,12 @@ task& require_activity(const char* what) {
 task& require_unrestricted_activity(const char* what) {
   task& t = require_activity(what);
   if (t.atomic_depth > 0) {
-    throw illegal_operation_exception(std::string("apgas: ") + what + " is illegal inside an atomic or when body");
+    throw illegal_operation_exception(std::string(what) + " is illegal inside an atomic or when body");
+  }
+  if (t.in_kernel) {
+    throw illegal_operation_exception(std::string(what) +
+                                      " is illegal inside a kernel body (kernels may not spawn, wait or synchronise "
+                                      "except through advance())");
   }
   return t;
 }

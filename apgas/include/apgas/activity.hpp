@@ -4,6 +4,7 @@
 
 #include <apgas/detail/function_ref.hpp>
 #include <apgas/detail/task.hpp>
+#include <apgas/kernel.hpp>
 #include <apgas/place.hpp>
 #include <apgas/reducer.hpp>
 
@@ -37,30 +38,52 @@ void async(F&& f) {
 
 /// Start a new activity at place `p` running f(args...). `f` must be trivially copyable (the shipping rule: it is
 /// copied to `p`); `args` are copied there too. Governed by the innermost enclosing finish, wherever `p` is.
-/// Throws bad_place_exception for an invalid place, illegal_operation_exception for a GPU place (only kernel
-/// closures run there) or inside atomic/when.
+/// A kernel closure (cuda_kernel) is launched: on a GPU place as a CUDA kernel, on a host place as one activity per
+/// block (see kernel.hpp); it counts in the finish like an activity.
+/// Throws bad_place_exception for an invalid place; illegal_operation_exception for a plain closure sent to a GPU
+/// place, a kernel sent to a GPU place from a file not compiled by nvcc, or a call inside atomic/when or a kernel.
 template <class F, class... Args>
 void async_at(place p, F f, Args... args) {
-  detail::check_shippable<F>();
-  static_assert(std::is_invocable_v<F&, Args&...>, "apgas::async_at: f(args...) must be callable");
-  detail::check_at_target(p);
-  if constexpr (sizeof...(Args) == 0) {
-    detail::spawn(detail::make_task(f));
+  if constexpr (detail::is_kernel_v<F>) {
+    static_assert(sizeof...(Args) == 0,
+                  "apgas::async_at: a kernel closure takes its inputs through captures and resources, not through "
+                  "extra arguments");
+    detail::check_kernel_target(p);
+    detail::start_kernel_cpu(detail::prepare_kernel_cpu(f));
   } else {
-    detail::spawn(detail::make_task([f, tup = std::tuple<Args...>(std::move(args)...)]() mutable {
-      std::apply(f, tup);
-    }));
+    detail::check_shippable<F>();
+    static_assert(std::is_invocable_v<F&, Args&...>, "apgas::async_at: f(args...) must be callable");
+    detail::check_at_target(p);
+    if constexpr (sizeof...(Args) == 0) {
+      detail::spawn(detail::make_task(f));
+    } else {
+      detail::spawn(detail::make_task([f, tup = std::tuple<Args...>(std::move(args)...)]() mutable {
+        std::apply(f, tup);
+      }));
+    }
   }
 }
 
+template <class F>
+void finish(F&& body);
+
 /// Run f(args...) at place `p` in the calling activity, wait for it, and return its value or rethrow its exception
 /// unchanged. `f` and `args` are copied to `p` (the shipping rule of async_at). Asyncs that f starts report to the
-/// finish that governs the caller.
+/// finish that governs the caller. A kernel closure is launched as by async_at and waited for (its blocks'
+/// exceptions arrive as multiple_exceptions); at() of a kernel returns nothing.
 template <class F, class... Args>
-std::invoke_result_t<F&, Args&...> at(place p, F f, Args... args) {
-  detail::check_shippable<F>();
-  detail::check_at_target(p);
-  return std::invoke(f, args...);
+auto at(place p, F f, Args... args) {
+  if constexpr (detail::is_kernel_v<F>) {
+    static_assert(sizeof...(Args) == 0, "apgas::at: a kernel closure takes no extra arguments");
+    detail::check_kernel_target(p);
+    auto launch = detail::prepare_kernel_cpu(f);  // launch errors are thrown raw, before the finish
+    finish([&] { detail::start_kernel_cpu(std::move(launch)); });
+  } else {
+    detail::check_shippable<F>();
+    static_assert(std::is_invocable_v<F&, Args&...>, "apgas::at: f(args...) must be callable");
+    detail::check_at_target(p);
+    return std::invoke(f, args...);
+  }
 }
 
 /// Run `body`, then wait until every activity it started, transitively, has terminated. If any of them (or body

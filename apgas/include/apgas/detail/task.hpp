@@ -35,6 +35,7 @@ struct task {
   finish_state* innermost = nullptr;          ///< the finish new asyncs join: governing, or a nested finish
   clock_registrations* clocks = nullptr;      ///< clocks this activity is registered on; null in the common case
   int atomic_depth = 0;                       ///< > 0 inside atomic/when bodies
+  bool in_kernel = false;                     ///< a block of a kernel closure run on a CPU place
 };
 
 template <class F>
@@ -57,10 +58,16 @@ task* make_task(F&& f) {
   return new task_of<Fn>(std::forward<F>(f));
 }
 
+/// What the shipping rule needs: the object can be copied as bytes and dropped without running code. Spelled with
+/// these two traits rather than std::is_trivially_copyable because g++ 12 answers the latter wrongly (false, and
+/// cached) for a closure type when it is first asked inside a template.
+template <class T>
+inline constexpr bool shippable_v = std::is_trivially_copy_constructible_v<T> && std::is_trivially_destructible_v<T>;
+
 /// The shipping rule of async_at/at: the closure itself must be trivially copyable.
 template <class F>
 constexpr void check_shippable() {
-  static_assert(std::is_trivially_copyable_v<std::decay_t<F>>,
+  static_assert(shippable_v<std::decay_t<F>>,
                 "apgas::async_at/at: the closure must be trivially copyable (capture only scalars, place, global_ref, "
                 "remote_array and other trivially copyable values); pass anything else as an explicit argument "
                 "after the closure");
