@@ -25,6 +25,11 @@
 ///   - global_from(span)                  -> std::span<T>: one buffer for the launch, filled from host data and
 ///                                           freed after it (writes are discarded).
 /// The host data is copied when the kernel is sent: later changes to it do not affect the launch.
+///
+/// On a CPU place, blocking apgas operations (async, finish, at, when, atomic, clock operations) inside a body throw
+/// illegal_operation_exception, as they cannot exist on a GPU. An exception that leaves a body ends that thread's
+/// block (a plain block stops its loop; the other threads of a clocked block run on without it): each failed block
+/// contributes one exception to the governing finish.
 
 #include <apgas/detail/task.hpp>
 #include <apgas/error.hpp>

@@ -1,0 +1,168 @@
+// Kernel closures (cuda_kernel) executed on a CPU place.
+#include "support/run.hpp"
+
+#include <numeric>
+#include <vector>
+
+using apgas_test::run_on;
+
+class KernelCpu : public testing::TestWithParam<int> {};
+
+TEST_P(KernelCpu, PlainKernelCoversTheGrid) {
+  run_on(GetParam(), [] {
+    constexpr int blocks = 5;
+    constexpr int threads = 33;
+    std::vector<int> hits(blocks * threads, 0);
+    int* h = hits.data();
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{blocks, threads}, [=](apgas::thread t) {
+                EXPECT_EQ(t.blocks(), blocks);
+                EXPECT_EQ(t.threads(), threads);
+                EXPECT_EQ(t.global_count(), blocks * threads);
+                EXPECT_EQ(t.global_id(), t.block() * threads + t.thread());
+                h[t.global_id()] += 1;
+              }));
+    for (int v : hits) EXPECT_EQ(v, 1);
+  });
+}
+
+TEST_P(KernelCpu, ClockedBlockTreeReduction) {
+  // The shape of Parboil RPES's reduction: each thread sums a grid-stride slice, then the block halves its shared
+  // array with a barrier between steps.
+  run_on(GetParam(), [] {
+    constexpr int blocks = 6;
+    constexpr int threads = 128;
+    constexpr long n = 1'000'003;
+    std::vector<long> per_block(blocks, -1);
+    long* out = per_block.data();
+    apgas::finish([&] {
+      apgas::async_at(apgas::here(),
+                      apgas::cuda_kernel(apgas::grid{blocks, threads}, apgas::shared<long>(threads),
+                                         [=](apgas::clocked_thread t, std::span<long> sh) {
+                                           long s = 0;
+                                           for (long i = t.global_id(); i < n; i += t.global_count()) s += i % 1000;
+                                           sh[static_cast<std::size_t>(t.thread())] = s;
+                                           t.advance();
+                                           for (int stride = t.threads() / 2; stride > 0; stride /= 2) {
+                                             if (t.thread() < stride) {
+                                               sh[static_cast<std::size_t>(t.thread())] +=
+                                                   sh[static_cast<std::size_t>(t.thread() + stride)];
+                                             }
+                                             t.advance();
+                                           }
+                                           if (t.thread() == 0) out[t.block()] = sh[0];
+                                         }));
+    });
+    long expected = 0;
+    for (long i = 0; i < n; ++i) expected += i % 1000;
+    EXPECT_EQ(std::accumulate(per_block.begin(), per_block.end(), 0L), expected);
+  });
+}
+
+TEST_P(KernelCpu, BarrierExchangesDataBetweenThreads) {
+  run_on(GetParam(), [] {
+    constexpr int threads = 64;
+    std::vector<int> result(threads, -1);
+    int* r = result.data();
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, threads}, apgas::shared<int>(threads, 7),
+                                                [=](apgas::clocked_thread t, std::span<int> sh) {
+                                                  const auto me = static_cast<std::size_t>(t.thread());
+                                                  EXPECT_EQ(sh[me], 7);  // shared<T>(n, value) fills
+                                                  sh[me] = t.thread() * 10;
+                                                  t.advance();
+                                                  // read the neighbour's write: visible only after the barrier
+                                                  r[me] = sh[(me + 1) % threads];
+                                                }));
+    for (int i = 0; i < threads; ++i) EXPECT_EQ(result[static_cast<std::size_t>(i)], ((i + 1) % threads) * 10);
+  });
+}
+
+TEST_P(KernelCpu, SharedArraysArePerBlockAndFilledFromHostData) {
+  run_on(GetParam(), [] {
+    std::vector<float> host{1.5f, 2.5f, 3.5f};
+    std::vector<float> sums(4, 0.f);
+    float* s = sums.data();
+    auto k = apgas::cuda_kernel(apgas::grid{4, 3}, apgas::shared_from(std::span<const float>(host)),
+                                [=](apgas::clocked_thread t, std::span<float> sh) {
+                                  sh[static_cast<std::size_t>(t.thread())] += static_cast<float>(t.block());
+                                  t.advance();
+                                  if (t.thread() == 0) s[t.block()] = sh[0] + sh[1] + sh[2];
+                                });
+    host[0] = 100.f;  // the kernel copied the data when it was built
+    apgas::at(apgas::here(), k);
+    for (int b = 0; b < 4; ++b) EXPECT_FLOAT_EQ(sums[static_cast<std::size_t>(b)], 7.5f + 3.f * b);
+  });
+}
+
+TEST_P(KernelCpu, ConstantAndGlobalResources) {
+  run_on(GetParam(), [] {
+    std::vector<int> table(256);
+    std::iota(table.begin(), table.end(), 0);
+    std::vector<int> input(1000);
+    std::iota(input.begin(), input.end(), 1);
+    std::vector<long> out(1000, 0);
+    long* o = out.data();
+    apgas::at(apgas::here(),
+              apgas::cuda_kernel(apgas::auto_grid(), apgas::constant_from(std::span<const int>(table)),
+                                 apgas::global_from(std::span<const int>(input)),
+                                 [=](apgas::thread t, std::span<const int> c, std::span<int> g) {
+                                   for (long i = t.global_id(); i < 1000; i += t.global_count()) {
+                                     o[i] = static_cast<long>(c[static_cast<std::size_t>(i % 256)]) *
+                                            g[static_cast<std::size_t>(i)];
+                                   }
+                                 }));
+    for (long i = 0; i < 1000; ++i) EXPECT_EQ(out[static_cast<std::size_t>(i)], (i % 256) * (i + 1));
+  });
+}
+
+TEST_P(KernelCpu, AutoGridFillsTheWorkers) {
+  run_on(GetParam(), [] {
+    int blocks = 0;
+    int threads = 0;
+    int* bp = &blocks;
+    int* tp = &threads;
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::auto_grid(), [=](apgas::thread t) {
+                if (t.global_id() == 0) {
+                  *bp = t.blocks();
+                  *tp = t.threads();
+                }
+              }));
+    EXPECT_EQ(blocks, apgas::num_workers());
+    EXPECT_EQ(threads, 1);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, KernelCpu, testing::ValuesIn(apgas_test::worker_counts));
+
+TEST(KernelCpu, LaunchErrorsAndIllegalOperations) {
+  run_on(2, [] {
+    auto empty = [](apgas::thread) {};
+    EXPECT_THROW(apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{0, 32}, empty)), apgas::kernel_launch_error);
+    EXPECT_THROW(apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 1025}, empty)), apgas::kernel_launch_error);
+    EXPECT_THROW(apgas::async_at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, -1}, empty)),
+                 apgas::kernel_launch_error);
+    std::vector<char> big(apgas::max_constant_bytes + 1);
+    EXPECT_THROW((void)apgas::constant_from(std::span<const char>(big)), apgas::kernel_launch_error);
+    // Blocking operations inside a kernel body are illegal (they have no GPU equivalent).
+    try {
+      apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{2, 2}, [](apgas::thread) { apgas::finish([] {}); }));
+      FAIL() << "finish inside a kernel did not throw";
+    } catch (const apgas::multiple_exceptions& m) {
+      EXPECT_EQ(m.size(), 2u);  // an exception ends its block: one per block
+      EXPECT_EQ(m.of_type<apgas::illegal_operation_exception>().size(), 2u);
+    }
+    try {
+      apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 4}, [](apgas::clocked_thread t) {
+                  t.advance();
+                  apgas::async([] {});
+                }));
+      FAIL() << "async inside a clocked kernel did not throw";
+    } catch (const apgas::multiple_exceptions& m) {
+      EXPECT_EQ(m.size(), 1u);  // one exception per block
+    }
+    // The place is still usable.
+    int x = 0;
+    int* px = &x;
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 1}, [=](apgas::thread) { *px = 1; }));
+    EXPECT_EQ(x, 1);
+  });
+}
