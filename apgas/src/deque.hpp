@@ -60,6 +60,14 @@ class work_deque {
     return x;
   }
 
+  /// pop() for a deque that no thief can reach (a scheduler with one worker): no fence, no CAS.
+  item pop_unshared() {
+    const std::int64_t b = bottom_.load(std::memory_order_relaxed);
+    if (b == top_.load(std::memory_order_relaxed)) return 0;
+    bottom_.store(b - 1, std::memory_order_relaxed);
+    return buf_.load(std::memory_order_relaxed)->at(b - 1).load(std::memory_order_relaxed);
+  }
+
   item steal() {
 #if defined(APGAS_DETAIL_TSAN)
     std::int64_t t = top_.fetch_add(0, std::memory_order_seq_cst);

@@ -48,7 +48,7 @@ void finish_state::wait() {
   // this finish). A child that blocks parks this whole fiber, which is fine: this finish cannot end before it.
   worker* w = this_worker();
   while (count_.load(std::memory_order_acquire) != 1) {
-    const work_deque::item it = w->deque.pop();
+    const work_deque::item it = w->pop();
     if (it == 0) break;
     if (is_fiber(it) || item_task(it)->governing != this) {
       w->deque.push(it);

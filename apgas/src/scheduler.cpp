@@ -150,6 +150,7 @@ scheduler::scheduler(const config& cfg) : stack_size_(cfg.stack_size) {
   for (int i = 0; i < n; ++i) {
     auto w = std::make_unique<worker>();
     w->index = i;
+    w->solo = n == 1;
     w->rng = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(i + 1);
     workers_.push_back(std::move(w));
   }
@@ -192,6 +193,7 @@ void scheduler::submit(work_deque::item it) {
   worker* w = this_worker();
   if (w != nullptr && the_scheduler() == this) {
     w->deque.push(it);
+    if (w->solo) return;  // the only worker is awake: it is running this
   } else {
     std::lock_guard lock(inject_mutex_);
     injected_.push_back(it);
@@ -240,7 +242,7 @@ work_deque::item scheduler::steal_round(worker* w) {
 
 work_deque::item scheduler::find_work(worker* w) {
   for (int round = 0;; ++round) {
-    if (const work_deque::item it = w->deque.pop()) return it;
+    if (const work_deque::item it = w->pop()) return it;
     if (const work_deque::item it = take_injected()) return it;
     if (const work_deque::item it = steal_round(w)) return it;
     if (poll_progress()) {
@@ -280,7 +282,7 @@ void park(publish_fn publish, void* arg) {
   self->current = w->current_task;
   fiber_ctx* next = nullptr;
   // If the next item of our deque is a woken fiber, go straight to it: one switch instead of two (via a loop fiber).
-  if (const work_deque::item it = w->deque.pop()) {
+  if (const work_deque::item it = w->pop()) {
     if (is_fiber(it)) {
       next = item_fiber(it);
     } else {
@@ -340,7 +342,7 @@ void push_task(task* t) {
   t->governing->spawned();
   worker* w = this_worker();
   w->deque.push(as_item(t));
-  the_scheduler()->notify();
+  if (!w->solo) the_scheduler()->notify();
 }
 
 }  // namespace apgas::detail

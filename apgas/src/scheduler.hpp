@@ -53,7 +53,11 @@ struct worker {
   fiber_ctx* exited = nullptr;          // a loop fiber that just ended on this thread (to be deleted by it)
   task* current_task = nullptr;
   std::uint64_t rng = 0;
+  bool solo = false;                    // the only worker: no thief and no other sleeper exist
   std::thread thread;
+
+  /// Pop from the own deque (no fence when solo).
+  work_deque::item pop() { return solo ? deque.pop_unshared() : deque.pop(); }
 };
 
 class scheduler {

@@ -11,6 +11,10 @@
 #include <mutex>
 #include <new>
 
+#if defined(APGAS_DETAIL_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace apgas::detail {
 namespace {
 
@@ -125,6 +129,10 @@ boost::context::stack_context guarded_stack_allocator::allocate() {
     ::munmap(base, total);
     throw std::bad_alloc();
   }
+#if defined(APGAS_DETAIL_ASAN)
+  // The range may have held an earlier fiber stack whose frames ASan still has poisoned: start clean.
+  ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(base) + page, usable);
+#endif
   register_stack(reinterpret_cast<std::uintptr_t>(base), usable);
   boost::context::stack_context sc;
   sc.size = usable;
@@ -137,6 +145,9 @@ void guarded_stack_allocator::deallocate(boost::context::stack_context& sc) noex
   char* top = static_cast<char*>(sc.sp);
   char* base = top - sc.size - page;
   unregister_stack(reinterpret_cast<std::uintptr_t>(base));
+#if defined(APGAS_DETAIL_ASAN)
+  ASAN_UNPOISON_MEMORY_REGION(base + page, sc.size);
+#endif
   ::munmap(base, sc.size + page);
 }
 
