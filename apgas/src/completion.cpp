@@ -11,7 +11,7 @@ namespace apgas::detail {
 
 void completion::wait() {
   if (ready()) return;
-  require_activity("apgas::detail::completion::wait");
+  if (current_task() == nullptr) require_activity("apgas::detail::completion::wait");  // throws
   park(
       [](fiber_ctx* self, void* arg) {
         auto* c = static_cast<completion*>(arg);

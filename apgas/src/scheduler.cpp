@@ -310,10 +310,13 @@ void park(publish_fn publish, void* arg) {
 }
 
 void wake(fiber_ctx* f) noexcept {
-  scheduler* s = the_scheduler();
-  const work_deque::item it = as_item(f);
+  if (worker* w = this_worker()) {  // the common case: woken by an activity or a progress hook on a worker
+    w->deque.push(as_item(f));
+    if (!w->solo) the_scheduler()->notify();
+    return;
+  }
   try {
-    s->submit(it);
+    the_scheduler()->submit(as_item(f));
   } catch (...) {
     // submit allocates only when the injection queue grows; losing a wake-up would hang the program.
     std::fputs("apgas: out of memory while waking an activity\n", stderr);
