@@ -34,21 +34,25 @@ struct marking_allocator {
   void deallocate(boost::context::stack_context& sc) noexcept { inner.deallocate(sc); }
 };
 
-// Switch from `from` (running now) to `to` (suspended). `on_top(from)` runs first on `to`'s stack, after `from`
-// has been fully suspended and recorded: it is where a parked fiber is published.
-template <class OnTop>
-void switch_to(fiber_ctx* from, fiber_ctx* to, OnTop on_top) {
+// Every switch is a plain resume(); the fiber that gets control completes the *handoff* its predecessor left in the
+// worker: it stores the predecessor's continuation (returned by resume(), or passed to a new fiber's entry) and
+// then runs the predecessor's publish function. So publish runs only once the predecessor is fully suspended.
+void complete_handoff(fiber_ctx* self, boost::context::fiber&& back) {
+  worker* w = this_worker();
+  const handoff h = w->pending;
+  san::after_switch(self->marks, &h.from->marks);
+  h.from->cont = std::move(back);
+  w->running = self;
+  w->current_task = self->current;
+  if (h.publish != nullptr) h.publish(h.from, h.arg);
+}
+
+// Switch from `from` (running now) to `to` (suspended); returns when `from` is resumed.
+void switch_to(fiber_ctx* from, fiber_ctx* to, publish_fn publish, void* arg) {
+  this_worker()->pending = handoff{from, publish, arg};
   san::before_switch(from->marks, to->marks);
-  // The returned continuation is always empty: whoever resumes us stores our continuation through its on-top.
-  (void)std::move(to->cont).resume_with([from, to, on_top](boost::context::fiber&& f) -> boost::context::fiber {
-    san::after_switch(to->marks, &from->marks);
-    from->cont = std::move(f);
-    worker* w = this_worker();
-    w->running = to;
-    w->current_task = to->current;
-    on_top(from);
-    return {};
-  });
+  boost::context::fiber back = std::move(to->cont).resume();
+  complete_handoff(from, std::move(back));
 }
 
 boost::context::fiber loop_main(fiber_ctx* self);
@@ -62,7 +66,10 @@ fiber_ctx* make_loop_fiber(worker* w) {
   try {
     ctx->cont = boost::context::fiber(std::allocator_arg,
                                       marking_allocator{guarded_stack_allocator(s->stack_size()), ctx},
-                                      [ctx](boost::context::fiber&&) { return loop_main(ctx); });
+                                      [ctx](boost::context::fiber&& back) {
+                                        complete_handoff(ctx, std::move(back));
+                                        return loop_main(ctx);
+                                      });
   } catch (...) {
     san::tsan_enter(w->running->marks);
     san::destroy_fiber(ctx->marks);
@@ -77,7 +84,7 @@ fiber_ctx* make_loop_fiber(worker* w) {
 void resume_parked(worker* w, fiber_ctx* target) {
   fiber_ctx* self = w->running;
   self->current = nullptr;
-  switch_to(self, target, [](fiber_ctx* from) { this_worker()->idle_fibers.push_back(from); });
+  switch_to(self, target, [](fiber_ctx* from, void*) { this_worker()->idle_fibers.push_back(from); }, nullptr);
 }
 
 boost::context::fiber loop_main(fiber_ctx* self) {
@@ -99,7 +106,10 @@ boost::context::fiber loop_main(fiber_ctx* self) {
 
 // Enter `f` from the thread's own stack and come back when a loop fiber has ended on this thread.
 void run_until_exit(worker* w, fiber_ctx* f) {
-  switch_to(&w->thread_ctx, f, [](fiber_ctx*) {});
+  w->pending = handoff{&w->thread_ctx, nullptr, nullptr};
+  san::before_switch(w->thread_ctx.marks, f->marks);
+  // Only a loop fiber that ends comes back here (Boost frees its stack on the way); nothing to take over.
+  (void)std::move(f->cont).resume();
   san::after_switch(w->thread_ctx.marks, nullptr);
   fiber_ctx* dead = std::exchange(w->exited, nullptr);
   san::destroy_fiber(dead->marks);
@@ -305,8 +315,8 @@ void park(publish_fn publish, void* arg) {
       std::abort();
     }
   }
-  switch_to(self, next, [publish, arg](fiber_ctx* from) { publish(from, arg); });
-  // Resumed, perhaps on another worker; switch_to's on-top set running/current_task there.
+  switch_to(self, next, publish, arg);
+  // Resumed, perhaps on another worker; the handoff set running/current_task there.
 }
 
 void wake(fiber_ctx* f) noexcept {

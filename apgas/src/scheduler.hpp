@@ -10,8 +10,8 @@
 //
 // Invariants:
 //  - worker::running is the fiber executing on that worker's thread; worker::current_task the activity it runs
-//    (null at the top of a loop). Both are set by switch_to's on-top function on the target stack, so they are
-//    right the moment code resumes.
+//    (null at the top of a loop). Both are set by the fiber that receives control, first thing (it completes the
+//    handoff its predecessor left in worker::pending), so they are right the moment code resumes.
 //  - A parked fiber is in exactly one place: the wait structure its publish function stored it in, then a deque
 //    (after wake), then running. Its continuation (fiber_ctx::cont) is stored before publish runs, so a waker can
 //    never resume a fiber that has not finished suspending.
@@ -44,6 +44,16 @@ struct fiber_ctx {
   san::fiber_marks marks;
 };
 
+/// Publish step of a park: run on the next fiber once `self` is fully suspended (see park()).
+using publish_fn = void (*)(fiber_ctx* self, void* arg);
+
+/// What a switching fiber leaves for the fiber it switches to: where to store its continuation, and what to publish.
+struct handoff {
+  fiber_ctx* from = nullptr;
+  publish_fn publish = nullptr;
+  void* arg = nullptr;
+};
+
 struct worker {
   int index = 0;
   work_deque deque;
@@ -52,6 +62,7 @@ struct worker {
   fiber_ctx* running = nullptr;
   fiber_ctx* exited = nullptr;          // a loop fiber that just ended on this thread (to be deleted by it)
   task* current_task = nullptr;
+  handoff pending;                      // set by a switching fiber, completed by the one it switches to
   std::uint64_t rng = 0;
   bool solo = false;                    // the only worker: no thief and no other sleeper exist
   std::thread thread;
@@ -113,7 +124,6 @@ task& require_unrestricted_activity(const char* what);
 
 /// Park the calling activity. `publish(self, arg)` runs after the switch, on another fiber of the same thread: it
 /// stores `self` where a waker will find it (and, typically, releases a lock). Returns once someone wake()s it.
-using publish_fn = void (*)(fiber_ctx* self, void* arg);
 void park(publish_fn publish, void* arg);
 /// Make a parked fiber runnable. Any thread; each park is matched by exactly one wake.
 void wake(fiber_ctx* f) noexcept;
