@@ -301,10 +301,10 @@ int clock::phase() const {
   return r.phase;
 }
 
-void advance_all() {
-  detail::task& cur = detail::clock_caller("apgas::advance_all");
+namespace {
+// Arrive on every clock the activity is registered on (and has not arrived on yet).
+void arrive_all(detail::task& cur) {
   if (cur.clocks == nullptr) return;
-  // Arrive on every clock first, then wait on each: waiting on one before arriving on another could deadlock.
   for (auto& r : cur.clocks->regs) {
     if (r.resumed) continue;
     std::vector<detail::fiber_ctx*> ws;
@@ -314,21 +314,17 @@ void advance_all() {
     }
     detail::wake_all(ws);
   }
+}
+}  // namespace
+
+void advance_all() {
+  detail::task& cur = detail::clock_caller("apgas::advance_all");
+  // Arrive on every clock first, then wait on each: waiting on one before arriving on another could deadlock.
+  arrive_all(cur);
+  if (cur.clocks == nullptr) return;
   for (std::size_t i = 0; i < cur.clocks->regs.size(); ++i) detail::advance_registration(cur.clocks->regs[i]);
 }
 
-void resume_all() {
-  detail::task& cur = detail::clock_caller("apgas::resume_all");
-  if (cur.clocks == nullptr) return;
-  for (auto& r : cur.clocks->regs) {
-    if (r.resumed) continue;
-    std::vector<detail::fiber_ctx*> ws;
-    {
-      std::lock_guard lock(r.clock->mutex);
-      ws = detail::arrive_locked(*r.clock, r);
-    }
-    detail::wake_all(ws);
-  }
-}
+void resume_all() { arrive_all(detail::clock_caller("apgas::resume_all")); }
 
 }  // namespace apgas

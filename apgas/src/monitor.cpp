@@ -29,6 +29,17 @@ void end_section(task& t) noexcept {
   for (fiber_ctx* f : ws) wake(f);
 }
 
+// Run the body of an atomic section whose monitor is held, then end the section (also when the body throws).
+void run_section(task& t, function_ref<void()> body) {
+  try {
+    body();
+  } catch (...) {
+    end_section(t);
+    throw;
+  }
+  end_section(t);
+}
+
 }  // namespace
 
 void run_atomic(function_ref<void()> body) {
@@ -47,13 +58,7 @@ void run_atomic(function_ref<void()> body) {
   }
   g_monitor.mutex.lock();
   t.atomic_depth = 1;
-  try {
-    body();
-  } catch (...) {
-    end_section(t);
-    throw;
-  }
-  end_section(t);
+  run_section(t, body);
 }
 
 void run_when(function_ref<bool()> cond, function_ref<void()> body) {
@@ -80,13 +85,7 @@ void run_when(function_ref<bool()> cond, function_ref<void()> body) {
     g_monitor.mutex.lock();
     t.atomic_depth = 1;
   }
-  try {
-    body();
-  } catch (...) {
-    end_section(t);
-    throw;
-  }
-  end_section(t);
+  run_section(t, body);
 }
 
 }  // namespace apgas::detail
