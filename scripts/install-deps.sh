@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what apgas needs to build and test on Debian 12 (as root). Safe to run again.
+# Installs everything apgas needs to build and run its whole test suite on Debian 12 (bookworm): compiler, CMake,
+# Ninja, Boost.Context, GoogleTest, oneTBB + Google Benchmark (benchmarks), Open MPI and libfabric (the coming
+# transports and their multi-process tests). Run as root, or as a user with sudo. Does nothing when all is there.
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
           libboost-context-dev libtbb-dev libgtest-dev libgmock-dev libbenchmark-dev
@@ -8,8 +10,15 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages are installed"
+  exit 0
 fi
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: run as root (or install sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

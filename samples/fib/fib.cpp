@@ -1,22 +1,31 @@
-// apgas_fib: prints the place tree, then computes fib(n) with one async per non-leaf call and checks it against
-// the serial answer. The README's main job until the k-means sample exists.
-//   apgas_fib [-n N]      (default 30; N from 0 to 50)
+// apgas_fib: prints the place tree, then computes fib(n) with one async per non-leaf call under finish and checks it
+// against a serial iterative fib. The README's main job until the k-means sample exists.
+//
+//   apgas_fib [-n N | --n N | --n=N]      N from 0 to 50, default 30
+//
+// Exit status: 0 when the parallel result equals the serial one, 1 when it does not (or the run failed),
+// 2 for bad options or an invalid APGAS_* environment variable. APGAS_NTHREADS sets the number of workers.
 #include <apgas/apgas.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
+#include <string_view>
 
 namespace {
 
+constexpr int max_n = 50;  // fib(50) already spawns ~2e10 activities; far beyond is a typo, not a workload
+
+// fib(n): if n < 2 return n; else finish { async { a = fib(n-1); }  b = fib(n-2); } return a + b.
+// The async runs at this place, so it may capture a and b by reference: the finish outlives it.
 long fib(int n) {
   if (n < 2) return n;
   long a = 0;
   long b = 0;
   apgas::finish([&] {
-    apgas::async([&] { a = fib(n - 1); });
+    apgas::async([&a, n] { a = fib(n - 1); });
     b = fib(n - 2);
   });
   return a + b;
@@ -33,17 +42,34 @@ long fib_serial(int n) {
   return a;
 }
 
-int usage(const char* why) {
-  std::fprintf(stderr, "apgas_fib: %s\nusage: apgas_fib [-n N]   (N from 0 to 50, default 30)\n", why);
+int usage_error(const std::string& why) {
+  std::fprintf(stderr, "apgas_fib: %s\nusage: apgas_fib [-n N]   (N from 0 to %d, default 30)\n", why.c_str(), max_n);
   return 2;
 }
 
-void print_tree() {
-  std::printf("places: %zu (%d host%s)\n", apgas::all_places().size(), apgas::num_hosts(),
-              apgas::num_hosts() == 1 ? "" : "s");
-  for (apgas::place p : apgas::all_places()) {
-    std::printf("  place %d: %s, parent %d, %zu child%s\n", p.id(), p.is_host() ? "host" : "cuda", p.parent().id(),
-                p.children().size(), p.children().size() == 1 ? "" : "ren");
+// Parses a whole decimal number in [0, max_n]; false for anything else ("", "3x", "-1", "1e3", overflow).
+bool parse_n(std::string_view text, int& n) {
+  const std::string s(text);
+  if (s.empty() || s.front() < '0' || s.front() > '9') return false;
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || v > max_n) return false;
+  n = static_cast<int>(v);
+  return true;
+}
+
+void print_place_tree() {
+  const auto all = apgas::all_places();
+  const int hosts = apgas::num_hosts();
+  const int gpus = static_cast<int>(all.size()) - hosts;
+  std::printf("place tree: %zu place%s (%d host%s, %d GPU%s)\n", all.size(), all.size() == 1 ? "" : "s", hosts,
+              hosts == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s");
+  for (const apgas::place p : all) {
+    std::string children;
+    for (const apgas::place c : p.children()) children += (children.empty() ? "" : " ") + std::to_string(c.id());
+    std::printf("  place %d: %s, parent %d, children [%s]\n", p.id(), p.is_cuda() ? "cuda" : "host", p.parent().id(),
+                children.c_str());
   }
 }
 
@@ -51,29 +77,39 @@ void print_tree() {
 
 int main(int argc, char** argv) {
   int n = 30;
+  // apgas::run does not parse the command line: the options are ours.
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "-n") == 0 || std::strcmp(argv[i], "--n") == 0) {
-      if (i + 1 >= argc) return usage("-n needs a value");
-      const std::string v = argv[++i];
-      char* end = nullptr;
-      const long x = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || x < 0 || x > 50) return usage(("invalid -n '" + v + "'").c_str());
-      n = static_cast<int>(x);
+    const std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::printf("usage: apgas_fib [-n N]   (N from 0 to %d, default 30)\n", max_n);
+      return 0;
+    }
+    std::string_view value;
+    if (arg == "-n" || arg == "--n") {
+      if (i + 1 >= argc) return usage_error(std::string(arg) + " needs a value");
+      value = argv[++i];
+    } else if (arg.starts_with("--n=")) {
+      value = arg.substr(4);
     } else {
-      return usage((std::string("unknown option '") + argv[i] + "'").c_str());
+      return usage_error("unknown option '" + std::string(arg) + "'");
+    }
+    if (!parse_n(value, n)) {
+      return usage_error("invalid value '" + std::string(value) + "' for -n: expected a whole number from 0 to " +
+                         std::to_string(max_n));
     }
   }
+
   bool ok = false;
   const int rc = apgas::run(argc, argv, [&] {
-    print_tree();
+    print_place_tree();
     const auto t0 = std::chrono::steady_clock::now();
     const long result = fib(n);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const long serial = fib_serial(n);
     ok = result == serial;
     std::printf("fib: n=%d result=%ld serial=%ld workers=%d time_s=%.3f check=%s\n", n, result, serial,
-                apgas::num_workers(), s, ok ? "ok" : "FAIL");
+                apgas::num_workers(), seconds, ok ? "ok" : "FAIL");
   });
-  if (rc != 0) return rc;
+  if (rc != 0) return rc;  // apgas::run printed why (1: the run failed, 2: invalid configuration)
   return ok ? 0 : 1;
 }

@@ -1,10 +1,27 @@
+// atomic and when: mutual exclusion, conditional waits released by other activities' atomic sections, and the
+// operations that are illegal inside them.
 #include "support/run.hpp"
 
 #include <atomic>
 #include <deque>
+#include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 using apgas_test::run_on;
+
+namespace {
+
+// True if another activity can take the monitor now (the caller must hold no atomic section). A monitor left
+// locked makes this hang, which the test's timeout reports.
+bool monitor_is_free() {
+  int probe = 0;
+  apgas::finish([&] { apgas::async([&] { apgas::atomic([&] { ++probe; }); }); });
+  return probe == 1;
+}
+
+}  // namespace
 
 class Atomic : public testing::TestWithParam<int> {};
 
@@ -18,6 +35,34 @@ TEST_P(Atomic, PlainCounterIsExact) {
   });
 }
 
+TEST_P(Atomic, ReadModifyWriteOfSeveralVariablesIsIndivisible) {
+  run_on(GetParam(), [] {
+    // Two plain variables whose sum is invariant under every atomic section; a reader checks it.
+    long a = 1000000;
+    long b = 0;
+    std::atomic<int> broken{0};
+    apgas::finish([&] {
+      for (int i = 0; i < 2000; ++i) {
+        apgas::async([&, i] {
+          if (i % 2 == 0) {
+            apgas::atomic([&] {
+              --a;
+              ++b;
+            });
+          } else {
+            apgas::atomic([&] {
+              if (a + b != 1000000) broken++;
+            });
+          }
+        });
+      }
+    });
+    EXPECT_EQ(broken.load(), 0);
+    EXPECT_EQ(a, 1000000 - 1000);
+    EXPECT_EQ(b, 1000);
+  });
+}
+
 TEST_P(Atomic, NestedAtomicIsAllowed) {
   run_on(GetParam(), [] {
     long counter = 0;
@@ -26,34 +71,65 @@ TEST_P(Atomic, NestedAtomicIsAllowed) {
         apgas::async([&] {
           apgas::atomic([&] {
             ++counter;
+            apgas::atomic([&] {
+              ++counter;
+              apgas::atomic([&] { ++counter; });
+            });
+            ++counter;
+          });
+        });
+      }
+    });
+    EXPECT_EQ(counter, 4000);
+    EXPECT_TRUE(monitor_is_free());
+  });
+}
+
+TEST_P(Atomic, AtomicInsideAWhenBodyIsAllowed) {
+  run_on(GetParam(), [] {
+    long counter = 0;
+    apgas::finish([&] {
+      for (int i = 0; i < 500; ++i) {
+        apgas::async([&] {
+          apgas::when([] { return true; }, [&] {
+            ++counter;
             apgas::atomic([&] { ++counter; });
           });
         });
       }
     });
-    EXPECT_EQ(counter, 2000);
+    EXPECT_EQ(counter, 1000);
+    EXPECT_TRUE(monitor_is_free());
   });
 }
 
-TEST_P(Atomic, WhenIsReleasedByAtomicSectionsOfOthers) {
+TEST_P(Atomic, WhenIsReleasedByAtomicSectionsOfOtherActivities) {
   run_on(GetParam(), [] {
+    constexpr int n = 100;
     int flag = 0;
-    std::vector<int> order;
+    std::vector<int> seen(n + 1, -1);  // the flag value activity i saw in its body
+    std::atomic<int> released{0};
     apgas::finish([&] {
-      for (int i = 1; i <= 100; ++i) {
-        apgas::async([&, i] { apgas::when([&] { return flag >= i; }, [&] { order.push_back(i); }); });
+      for (int i = 1; i <= n; ++i) {
+        apgas::async([&, i] {
+          apgas::when([&] { return flag >= i; }, [&] { seen[static_cast<std::size_t>(i)] = flag; });
+          released++;
+        });
       }
       apgas::async([&] {
-        for (int i = 1; i <= 100; ++i) apgas::atomic([&] { flag = i; });
+        for (int i = 1; i <= n; ++i) apgas::atomic([&] { flag = i; });
       });
     });
-    EXPECT_EQ(flag, 100);
-    EXPECT_EQ(order.size(), 100u);
+    EXPECT_EQ(flag, n);
+    EXPECT_EQ(released.load(), n);
+    // The body runs atomically with the successful test: it saw a flag value that satisfies its condition.
+    for (int i = 1; i <= n; ++i) EXPECT_GE(seen[static_cast<std::size_t>(i)], i) << "activity " << i;
   });
 }
 
 TEST_P(Atomic, WhenChainRunsInOrder) {
   run_on(GetParam(), [] {
+    // 100 activities, spawned in reverse: activity i waits for next == i, so they must run 0, 1, ..., 99.
     int next = 0;
     std::vector<int> order;
     apgas::finish([&] {
@@ -71,23 +147,57 @@ TEST_P(Atomic, WhenChainRunsInOrder) {
   });
 }
 
+TEST_P(Atomic, WhenTestAndBodyAreOneAtomicStep) {
+  run_on(GetParam(), [] {
+    // 1000 consumers each take one token when one is there; a producer adds them one by one. If the test and the
+    // body were not one step, two consumers could take the same token and the count would go negative.
+    constexpr int n = 1000;
+    int tokens = 0;
+    int taken = 0;
+    std::atomic<int> negative{0};
+    apgas::finish([&] {
+      for (int i = 0; i < n; ++i) {
+        apgas::async([&] {
+          apgas::when([&] { return tokens > 0; }, [&] {
+            --tokens;
+            ++taken;
+            if (tokens < 0) negative++;
+          });
+        });
+      }
+      apgas::async([&] {
+        for (int i = 0; i < n; ++i) apgas::atomic([&] { ++tokens; });
+      });
+    });
+    EXPECT_EQ(negative.load(), 0);
+    EXPECT_EQ(tokens, 0);
+    EXPECT_EQ(taken, n);
+  });
+}
+
 TEST_P(Atomic, BoundedBufferProducersConsumers) {
   run_on(GetParam(), [] {
     constexpr int producers = 4;
+    constexpr int consumers = 3;
     constexpr int items = 500;
     constexpr std::size_t capacity = 8;
     std::deque<std::pair<int, int>> buffer;
     std::vector<std::vector<int>> received(producers);
     int consumed = 0;
+    std::size_t max_size = 0;
+    std::atomic<int> consumers_done{0};
     apgas::finish([&] {
       for (int p = 0; p < producers; ++p) {
         apgas::async([&, p] {
           for (int i = 0; i < items; ++i) {
-            apgas::when([&] { return buffer.size() < capacity; }, [&] { buffer.emplace_back(p, i); });
+            apgas::when([&] { return buffer.size() < capacity; }, [&] {
+              buffer.emplace_back(p, i);
+              max_size = std::max(max_size, buffer.size());
+            });
           }
         });
       }
-      for (int c = 0; c < 3; ++c) {
+      for (int c = 0; c < consumers; ++c) {
         apgas::async([&] {
           for (;;) {
             bool stop = false;
@@ -101,15 +211,21 @@ TEST_P(Atomic, BoundedBufferProducersConsumers) {
               received[static_cast<std::size_t>(p)].push_back(i);
               ++consumed;
             });
-            if (stop) return;
+            if (stop) break;
           }
+          consumers_done++;
         });
       }
     });
+    EXPECT_EQ(consumers_done.load(), consumers);
     EXPECT_EQ(consumed, producers * items);
-    for (const auto& r : received) {
-      ASSERT_EQ(r.size(), static_cast<std::size_t>(items));
-      for (int i = 0; i < items; ++i) EXPECT_EQ(r[static_cast<std::size_t>(i)], i);  // each producer's order kept
+    EXPECT_TRUE(buffer.empty());
+    EXPECT_LE(max_size, capacity);
+    for (int p = 0; p < producers; ++p) {
+      const auto& r = received[static_cast<std::size_t>(p)];
+      ASSERT_EQ(r.size(), static_cast<std::size_t>(items)) << "producer " << p;
+      // Every item exactly once, in the producer's order (one FIFO buffer).
+      for (int i = 0; i < items; ++i) EXPECT_EQ(r[static_cast<std::size_t>(i)], i) << "producer " << p;
     }
   });
 }
@@ -119,76 +235,174 @@ TEST_P(Atomic, WhenAlreadyTrueRunsAtOnce) {
     int x = 0;
     apgas::when([] { return true; }, [&] { x = 1; });
     EXPECT_EQ(x, 1);
+    int y = 5;
+    apgas::when([&] { return y == 5; }, [&] { y = 6; });
+    EXPECT_EQ(y, 6);
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Workers, Atomic, testing::ValuesIn(apgas_test::worker_counts));
+TEST_P(Atomic, ExceptionLeavesTheSectionAndPropagates) {
+  run_on(GetParam(), [] {
+    EXPECT_THROW(apgas::atomic([] { throw std::runtime_error("in atomic"); }), std::runtime_error);
+    EXPECT_TRUE(monitor_is_free());
+    EXPECT_THROW(apgas::atomic([] { apgas::atomic([] { throw std::runtime_error("nested"); }); }), std::runtime_error);
+    EXPECT_TRUE(monitor_is_free());
+    EXPECT_THROW(apgas::when([]() -> bool { throw std::runtime_error("in cond"); }, [] {}), std::runtime_error);
+    EXPECT_TRUE(monitor_is_free());
+    EXPECT_THROW(apgas::when([] { return true; }, [] { throw std::runtime_error("in body"); }), std::runtime_error);
+    EXPECT_TRUE(monitor_is_free());
+    // And the activity is no longer "inside atomic": finish and async are legal again.
+    int x = 0;
+    apgas::finish([&] { apgas::async([&] { x = 1; }); });
+    EXPECT_EQ(x, 1);
+    // An exception from a when body in another activity reaches its finish and frees the monitor too.
+    try {
+      apgas::finish([] { apgas::async([] { apgas::when([] { return true; }, [] { throw std::out_of_range("w"); }); }); });
+      ADD_FAILURE() << "finish did not throw";
+    } catch (const apgas::multiple_exceptions& m) {
+      EXPECT_EQ(m.of_type<std::out_of_range>().size(), 1u);
+    }
+    EXPECT_TRUE(monitor_is_free());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, Atomic, testing::ValuesIn(apgas_test::worker_counts), apgas_test::workers_name);
+
+TEST(Atomic, WhenAlreadyTrueDoesNotYieldToOtherActivities) {
+  // With one worker, a child can only run if the main activity blocks: a when whose condition holds must not.
+  run_on(1, [] {
+    int child_ran = 0;
+    int seen = -1;
+    apgas::finish([&] {
+      apgas::async([&] { apgas::atomic([&] { child_ran = 1; }); });
+      apgas::when([] { return true; }, [&] { seen = child_ran; });
+    });
+    EXPECT_EQ(seen, 0);
+    EXPECT_EQ(child_ran, 1);
+  });
+}
+
+// ---- illegal operations inside atomic and when bodies ----
 
 namespace {
-// Every operation that is illegal inside an atomic or when body.
-template <class Section>
-void expect_illegal_inside(Section section) {
-  const std::vector<std::pair<const char*, void (*)()>> ops = {
-      {"async", [] { apgas::async([] {}); }},
-      {"finish", [] { apgas::finish([] {}); }},
-      {"at", [] { apgas::at(apgas::here(), [] {}); }},
-      {"async_at", [] { apgas::async_at(apgas::here(), [] {}); }},
-      {"when", [] { apgas::when([] { return true; }, [] {}); }},
-      {"clock::make", [] { (void)apgas::clock::make(); }},
-      {"clocked_finish", [] { apgas::clocked_finish([] {}); }},
-      {"finish_collect", [] { (void)apgas::finish_collect(apgas::sum<int>(), [] {}); }},
-  };
-  for (const auto& [name, op] : ops) {
-    bool thrown = false;
-    section([&] {
-      try {
-        op();
-      } catch (const apgas::illegal_operation_exception&) {
-        thrown = true;
-      }
-    });
-    EXPECT_TRUE(thrown) << name << " inside an atomic section did not throw";
-  }
-}
-}  // namespace
 
-TEST(Atomic, IllegalOperationsInsideAtomicAndWhen) {
-  run_on(2, [] {
-    expect_illegal_inside([](auto body) { apgas::atomic(body); });
-    expect_illegal_inside([](auto body) { apgas::when([] { return true; }, body); });
-    // clock operations on a clock the activity is registered on
+// One operation to try inside a section; `ran` must stay false (the illegal operation did nothing).
+struct illegal_op {
+  const char* name;
+  std::function<void(bool& ran)> op;
+};
+
+std::vector<illegal_op> illegal_ops(apgas::clock& c) {
+  return {
+      {"async", [](bool& ran) { apgas::async([&ran] { ran = true; }); }},
+      {"async_at", [](bool& ran) { apgas::async_at(apgas::here(), [p = &ran] { *p = true; }); }},
+      {"finish", [](bool& ran) { apgas::finish([&ran] { ran = true; }); }},
+      {"finish_collect", [](bool& ran) { (void)apgas::finish_collect(apgas::sum<int>(), [&ran] { ran = true; }); }},
+      {"at", [](bool& ran) { (void)apgas::at(apgas::here(), [p = &ran] { *p = true; }); }},
+      {"when", [](bool& ran) { apgas::when([] { return true; }, [&ran] { ran = true; }); }},
+      {"clock::make", [](bool&) { (void)apgas::clock::make(); }},
+      {"clock::advance", [&c](bool&) { c.advance(); }},
+      {"clock::resume", [&c](bool&) { c.resume(); }},
+      {"clock::drop", [&c](bool&) { c.drop(); }},
+      {"clocked_async", [&c](bool& ran) { apgas::clocked_async({c}, [&ran] { ran = true; }); }},
+      {"clocked_async_at", [&c](bool& ran) { apgas::clocked_async_at(apgas::here(), {c}, [p = &ran] { *p = true; }); }},
+      {"clocked_async(implicit)", [](bool& ran) { apgas::clocked_async([&ran] { ran = true; }); }},
+      {"clocked_finish", [](bool& ran) { apgas::clocked_finish([&ran] { ran = true; }); }},
+      {"advance_all", [](bool&) { apgas::advance_all(); }},
+      {"resume_all", [](bool&) { apgas::resume_all(); }},
+  };
+}
+
+// Try every illegal operation inside `section` (which runs its argument inside an atomic or when body). Each must
+// throw illegal_operation_exception, do nothing, and leave the monitor free and the activity unrestricted.
+template <class Section>
+void expect_illegal_inside(const char* where, Section section) {
+  // Inside a clocked_finish, so that the implicit clocked_async form has a clock to (wrongly) register on.
+  apgas::clocked_finish([&] {
     apgas::clock c = apgas::clock::make();
-    for (auto op : {0, 1, 2, 3}) {
+    for (const illegal_op& o : illegal_ops(c)) {
       bool thrown = false;
-      apgas::atomic([&] {
+      bool ran = false;
+      std::string other;
+      section([&] {
         try {
-          if (op == 0) c.advance();
-          if (op == 1) c.resume();
-          if (op == 2) c.drop();
-          if (op == 3) apgas::clocked_async({c}, [] {});
+          o.op(ran);
         } catch (const apgas::illegal_operation_exception&) {
           thrown = true;
+        } catch (const std::exception& e) {
+          other = e.what();
         }
       });
-      EXPECT_TRUE(thrown) << "clock operation " << op;
+      EXPECT_TRUE(thrown) << o.name << " inside " << where << " did not throw illegal_operation_exception"
+                          << (other.empty() ? "" : ", it threw: " + other);
+      EXPECT_FALSE(ran) << o.name << " inside " << where << " ran its body";
+      // The clock is untouched: still registered, still in phase 1.
+      EXPECT_TRUE(c.registered()) << "after " << o.name << " inside " << where;
+      EXPECT_EQ(c.phase(), 1) << "after " << o.name << " inside " << where;
+      // The section was released: another activity can take the monitor.
+      EXPECT_TRUE(monitor_is_free()) << "after " << o.name << " inside " << where;
     }
-    EXPECT_TRUE(c.registered());
     c.drop();
-    // The monitor was released every time: a later atomic section and when still work.
-    int x = 0;
-    apgas::finish([&] { apgas::async([&] { apgas::atomic([&] { ++x; }); }); });
-    apgas::when([&] { return x == 1; }, [&] { ++x; });
-    EXPECT_EQ(x, 2);
+    EXPECT_FALSE(c.registered());
   });
 }
 
-TEST(Atomic, ExceptionLeavesTheSectionAndPropagates) {
-  run_on(2, [] {
-    EXPECT_THROW(apgas::atomic([] { throw std::runtime_error("in atomic"); }), std::runtime_error);
-    EXPECT_THROW(apgas::when([]() -> bool { throw std::runtime_error("in cond"); }, [] {}), std::runtime_error);
-    EXPECT_THROW(apgas::when([] { return true; }, [] { throw std::runtime_error("in body"); }), std::runtime_error);
-    int x = 0;
-    apgas::atomic([&] { x = 1; });  // the monitor is free
-    EXPECT_EQ(x, 1);
+}  // namespace
+
+class AtomicIllegal : public testing::TestWithParam<int> {};
+
+TEST_P(AtomicIllegal, InsideAtomic) {
+  run_on(GetParam(), [] { expect_illegal_inside("atomic", [](auto body) { apgas::atomic(body); }); });
+}
+
+TEST_P(AtomicIllegal, InsideNestedAtomic) {
+  run_on(GetParam(), [] {
+    expect_illegal_inside("nested atomic", [](auto body) { apgas::atomic([&] { apgas::atomic(body); }); });
   });
 }
+
+TEST_P(AtomicIllegal, InsideWhenBody) {
+  run_on(GetParam(), [] { expect_illegal_inside("when", [](auto body) { apgas::when([] { return true; }, body); }); });
+}
+
+TEST_P(AtomicIllegal, InsideAWhenBodyReleasedByAnotherActivity) {
+  run_on(GetParam(), [] {
+    // The when parks first, and its body runs after another activity's atomic section woke it.
+    expect_illegal_inside("a woken when", [](auto body) {
+      int go = 0;
+      apgas::finish([&] {
+        apgas::async([&] {
+          apgas::finish([] { apgas::async([] {}); });
+          apgas::atomic([&] { go = 1; });
+        });
+        apgas::when([&] { return go == 1; }, body);
+      });
+    });
+  });
+}
+
+TEST_P(AtomicIllegal, InsideAtomicInAChildActivity) {
+  run_on(GetParam(), [] {
+    std::atomic<int> thrown{0};
+    apgas::finish([&] {
+      for (int i = 0; i < 100; ++i) {
+        apgas::async([&] {
+          apgas::atomic([&] {
+            try {
+              apgas::async([] {});
+            } catch (const apgas::illegal_operation_exception&) {
+              thrown++;
+            }
+          });
+          // Outside the section again: legal.
+          apgas::finish([] { apgas::async([] {}); });
+        });
+      }
+    });
+    EXPECT_EQ(thrown.load(), 100);
+    EXPECT_TRUE(monitor_is_free());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, AtomicIllegal, testing::ValuesIn(apgas_test::worker_counts),
+                         apgas_test::workers_name);

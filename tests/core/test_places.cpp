@@ -1,83 +1,147 @@
+// Places on one host: the tree, checked lookups, here(), and what is illegal outside apgas::run.
 #include "support/run.hpp"
+
+#include <atomic>
+#include <climits>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 using apgas_test::run_on;
 
+TEST(Places, HereIsPlaceZeroInsideRun) {
+  for (int n : apgas_test::worker_counts) {
+    run_on(n, [] {
+      EXPECT_EQ(apgas::here(), apgas::place_of(0));
+      EXPECT_EQ(apgas::here().id(), 0);
+      // Every activity of a one-host run is at place 0, whichever worker runs it.
+      std::atomic<int> elsewhere{0};
+      std::atomic<int> ran{0};
+      apgas::finish([&] {
+        for (int i = 0; i < 200; ++i) {
+          apgas::async([&] {
+            if (apgas::here() != apgas::place_of(0)) elsewhere++;
+            ran++;
+          });
+        }
+      });
+      EXPECT_EQ(ran.load(), 200);
+      EXPECT_EQ(elsewhere.load(), 0);
+    });
+  }
+}
+
 TEST(Places, TreeOfOneHost) {
   run_on(2, [] {
-    EXPECT_EQ(apgas::here(), apgas::place_of(0));
-    EXPECT_EQ(apgas::here().id(), 0);
     ASSERT_EQ(apgas::places().size(), 1u);
-    EXPECT_EQ(apgas::all_places().size(), 1u);
     EXPECT_EQ(apgas::num_hosts(), 1);
-    const apgas::place p = apgas::places()[0];
+    EXPECT_EQ(apgas::places()[0], apgas::place_of(0));
+    EXPECT_EQ(apgas::places()[0].id(), 0);
+    // No accelerator places in this build: all_places() is the host list.
+    ASSERT_EQ(apgas::all_places().size(), 1u);
+    EXPECT_EQ(apgas::all_places()[0], apgas::place_of(0));
+  });
+}
+
+TEST(Places, HostPlaceProperties) {
+  run_on(1, [] {
+    const apgas::place p = apgas::here();
     EXPECT_TRUE(p.is_host());
     EXPECT_FALSE(p.is_cuda());
-    EXPECT_EQ(p.parent(), p);
+    EXPECT_EQ(p.parent(), p);  // a host is its own parent
     EXPECT_TRUE(p.children().empty());
-  });
-}
-
-TEST(Places, BadIdsNameTheId) {
-  run_on(1, [] {
-    for (int id : {-1, 1, 7, 1 << 30}) {
-      try {
-        (void)apgas::place_of(id);
-        ADD_FAILURE() << "place_of(" << id << ") did not throw";
-      } catch (const apgas::bad_place_exception& e) {
-        EXPECT_NE(std::string(e.what()).find(std::to_string(id)), std::string::npos) << e.what();
-      }
+    for (apgas::place q : apgas::places()) {
+      EXPECT_TRUE(q.is_host());
+      EXPECT_FALSE(q.is_cuda());
+      EXPECT_EQ(q.parent(), q);
     }
-    EXPECT_THROW(apgas::async_at(apgas::place(5), [] {}), apgas::bad_place_exception);
-    EXPECT_THROW(apgas::at(apgas::place(-3), [] { return 1; }), apgas::bad_place_exception);
-    EXPECT_THROW(apgas::async_at(apgas::place(), [] {}), apgas::bad_place_exception);
   });
 }
 
-TEST(Places, InvalidPlaceValue) {
-  const apgas::place p;
-  EXPECT_EQ(p.id(), -1);
-  EXPECT_FALSE(p.is_host());
-  EXPECT_FALSE(p.is_cuda());
-  EXPECT_TRUE(p.children().empty());
+TEST(Places, ValueSemantics) {
+  constexpr apgas::place a(0);
+  constexpr apgas::place b(0);
+  constexpr apgas::place c(3);
+  static_assert(a == b && !(a == c));
+  static_assert(std::is_trivially_copyable_v<apgas::place>);
+  const apgas::place invalid;
+  EXPECT_EQ(invalid.id(), -1);
+  EXPECT_FALSE(invalid.is_host());
+  EXPECT_FALSE(invalid.is_cuda());
+  EXPECT_EQ(invalid.parent(), invalid);
+  EXPECT_TRUE(invalid.children().empty());
+}
+
+TEST(Places, PlaceOfUnknownIdThrowsNamingTheId) {
+  run_on(1, [] {
+    // Ids whose decimal text cannot appear in the message by accident.
+    for (int id : {-1, -17, 12345, 1 << 30, INT_MAX, INT_MIN}) {
+      const std::string what = apgas_test::what_of<apgas::bad_place_exception>([id] { (void)apgas::place_of(id); });
+      EXPECT_NE(what.find(std::to_string(id)), std::string::npos) << "place_of(" << id << "): " << what;
+    }
+    // The first id past the end.
+    EXPECT_THROW((void)apgas::place_of(static_cast<int>(apgas::all_places().size())), apgas::bad_place_exception);
+    // bad_place_exception is an apgas::error and a std::runtime_error.
+    EXPECT_THROW((void)apgas::place_of(-1), apgas::error);
+    EXPECT_THROW((void)apgas::place_of(-1), std::runtime_error);
+  });
+}
+
+TEST(Places, ActivitiesAtInvalidPlacesThrow) {
+  run_on(2, [] {
+    std::atomic<int> ran{0};
+    apgas::finish([&] {
+      EXPECT_THROW(apgas::async_at(apgas::place(5), [&ran] { ran++; }), apgas::bad_place_exception);
+      EXPECT_THROW(apgas::async_at(apgas::place(), [&ran] { ran++; }), apgas::bad_place_exception);
+      EXPECT_THROW(apgas::async_at(apgas::place(-3), [](int) {}, 1), apgas::bad_place_exception);
+    });
+    EXPECT_EQ(ran.load(), 0);
+    EXPECT_THROW((void)apgas::at(apgas::place(-3), [] { return 1; }), apgas::bad_place_exception);
+    EXPECT_THROW((void)apgas::at(apgas::place(INT_MAX), [] { return 1; }), apgas::bad_place_exception);
+  });
 }
 
 TEST(Places, OutsideRunIsIllegal) {
   EXPECT_THROW((void)apgas::here(), apgas::illegal_operation_exception);
   EXPECT_THROW(apgas::async([] {}), apgas::illegal_operation_exception);
+  EXPECT_THROW(apgas::async_at(apgas::place(0), [] {}), apgas::illegal_operation_exception);
+  EXPECT_THROW((void)apgas::at(apgas::place(0), [] { return 1; }), apgas::illegal_operation_exception);
   EXPECT_THROW(apgas::finish([] {}), apgas::illegal_operation_exception);
   EXPECT_THROW(apgas::atomic([] {}), apgas::illegal_operation_exception);
+  EXPECT_THROW(apgas::when([] { return true; }, [] {}), apgas::illegal_operation_exception);
   EXPECT_THROW((void)apgas::clock::make(), apgas::illegal_operation_exception);
+  EXPECT_THROW(apgas::offer(1L), apgas::illegal_operation_exception);
   EXPECT_EQ(apgas::worker_index(), -1);
   EXPECT_EQ(apgas::num_workers(), 0);
 }
 
-TEST(Places, WorkersAndIndex) {
-  for (int n : apgas_test::worker_counts) {
-    run_on(n, [n] {
-      EXPECT_EQ(apgas::num_workers(), n);
-      std::atomic<int> bad{0};
-      apgas::finish([&] {
-        for (int i = 0; i < 1000; ++i) {
-          apgas::async([&] {
-            const int w = apgas::worker_index();
-            if (w < 0 || w >= n) bad++;
-          });
-        }
-      });
-      EXPECT_EQ(bad.load(), 0);
-    });
-  }
+TEST(Places, OutsideRunIsIllegalAgainAfterARun) {
+  run_on(2, [] { EXPECT_EQ(apgas::here().id(), 0); });
+  EXPECT_THROW((void)apgas::here(), apgas::illegal_operation_exception);
+  EXPECT_THROW(apgas::async([] {}), apgas::illegal_operation_exception);
+  EXPECT_EQ(apgas::num_workers(), 0);
+}
+
+TEST(Places, OutsideRunNothingRuns) {
+  bool ran = false;
+  EXPECT_THROW(apgas::async([&] { ran = true; }), apgas::illegal_operation_exception);
+  EXPECT_THROW(apgas::finish([&] { ran = true; }), apgas::illegal_operation_exception);
+  EXPECT_FALSE(ran);
 }
 
 TEST(Places, RunsFollowEachOtherAndCannotNest) {
-  for (int i = 0; i < 5; ++i) run_on(2, [] { EXPECT_EQ(apgas::here().id(), 0); });
+  for (int i = 0; i < 5; ++i) {
+    for (int n : apgas_test::worker_counts) run_on(n, [n] { EXPECT_EQ(apgas::num_workers(), n); });
+  }
   run_on(1, [] {
     apgas::config cfg;
-    EXPECT_THROW(apgas::run(cfg, [] {}), apgas::illegal_operation_exception);
+    bool inner_ran = false;
+    EXPECT_THROW((void)apgas::run(cfg, [&] { inner_ran = true; }), apgas::illegal_operation_exception);
+    EXPECT_FALSE(inner_ran);
   });
 }
 
-TEST(Places, RunReportsUncaughtExceptions) {
+TEST(Places, RunReportsUncaughtExceptionsOfActivities) {
   apgas::config cfg;
   cfg.nthreads = 2;
   testing::internal::CaptureStderr();
@@ -87,7 +151,18 @@ TEST(Places, RunReportsUncaughtExceptions) {
   });
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(rc, 1);
-  EXPECT_NE(err.find("2 uncaught exceptions"), std::string::npos) << err;
   EXPECT_NE(err.find("first failure"), std::string::npos) << err;
   EXPECT_NE(err.find("second failure"), std::string::npos) << err;
+}
+
+TEST(Places, RunReportsAnExceptionOfTheMainActivity) {
+  apgas::config cfg;
+  cfg.nthreads = 1;
+  testing::internal::CaptureStderr();
+  const int rc = apgas::run(cfg, [] { throw std::runtime_error("main body failed"); });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("main body failed"), std::string::npos) << err;
+  // The runtime is usable again afterwards.
+  run_on(2, [] { EXPECT_EQ(apgas::here().id(), 0); });
 }

@@ -1,36 +1,91 @@
+// Fiber stacks: an overflow hits the guard page and is reported as a stack overflow (never silent corruption), and
+// config::stack_size really sets the depth an activity can reach.
 #include "support/run.hpp"
 
+#include <cstddef>
+
 namespace {
-// Recursion the optimiser cannot turn into a loop: each frame keeps a live volatile array.
+
+// Recursion the optimiser cannot turn into a loop: each frame's 1 KiB volatile array is read after the call.
 long deep(long n) {
-  volatile long frame[128];  // 1 KiB per frame
+  volatile long frame[128];
   frame[0] = n;
+  frame[127] = n;
   if (n == 0) return frame[0];
-  return deep(n - 1) + frame[0];
+  const long below = deep(n - 1);
+  return below + frame[127];
 }
 
-void overflow_in_an_activity() {
+constexpr long unbounded = 1L << 40;
+
+// Runs `body` as an activity (a child of the main activity) in a fresh run; only returns if body does.
+template <class F>
+int run_in_async(std::size_t stack_size, F body) {
   apgas::config cfg;
   cfg.nthreads = 2;
-  (void)apgas::run(cfg, [] {
-    apgas::finish([] { apgas::async([] { (void)deep(1L << 40); }); });
-  });
+  cfg.stack_size = stack_size;
+  return apgas::run(cfg, [&] { apgas::finish([&] { apgas::async([&] { body(); }); }); });
 }
+
+template <class F>
+int run_in_main(std::size_t stack_size, F body) {
+  apgas::config cfg;
+  cfg.nthreads = 1;
+  cfg.stack_size = stack_size;
+  return apgas::run(cfg, [&] { body(); });
+}
+
 }  // namespace
 
-TEST(StackOverflowDeathTest, GuardPageHitIsReported) {
-  testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_DEATH(overflow_in_an_activity(), "stack overflow in an activity");
+class StackOverflowDeathTest : public testing::Test {
+ protected:
+  void SetUp() override { testing::FLAGS_gtest_death_test_style = "threadsafe"; }
+};
+
+TEST_F(StackOverflowDeathTest, UnboundedRecursionInAnActivity) {
+  EXPECT_DEATH((void)run_in_async(apgas::config::default_stack_size, [] { (void)deep(unbounded); }),
+               "stack overflow");
+}
+
+TEST_F(StackOverflowDeathTest, UnboundedRecursionInTheMainActivity) {
+  EXPECT_DEATH((void)run_in_main(apgas::config::default_stack_size, [] { (void)deep(unbounded); }), "stack overflow");
+}
+
+TEST_F(StackOverflowDeathTest, UnboundedRecursionAfterTheActivityParked) {
+  // The activity first blocks (so it now owns its fiber), then overflows.
+  EXPECT_DEATH((void)run_in_async(apgas::config::default_stack_size,
+                                  [] {
+                                    apgas::finish([] { apgas::async([] {}); });
+                                    int go = 0;
+                                    apgas::finish([&] {
+                                      apgas::async([&] { apgas::atomic([&] { go = 1; }); });
+                                      apgas::when([&] { return go == 1; }, [] {});
+                                    });
+                                    (void)deep(unbounded);
+                                  }),
+               "stack overflow");
+}
+
+TEST_F(StackOverflowDeathTest, DefaultStackIsTooSmallForSixHundredKiB) {
+  // The counterpart of the test below: the same recursion does not fit the default 256 KiB.
+  EXPECT_DEATH((void)run_in_async(apgas::config::default_stack_size, [] { (void)deep(600); }), "stack overflow");
+}
+
+TEST_F(StackOverflowDeathTest, MinimumStackSizeOverflowsEarly) {
+  EXPECT_DEATH((void)run_in_async(apgas::config::min_stack_size, [] { (void)deep(64); }), "stack overflow");
 }
 
 TEST(StackOverflow, LargerStacksAllowDeeperRecursion) {
-  apgas::config cfg;
-  cfg.nthreads = 2;
-  cfg.stack_size = 1 << 20;
+  long in_async = -1;
+  ASSERT_EQ(run_in_async(std::size_t{1} << 20, [&] { in_async = deep(600); }), 0);  // ~600 KiB of frames
+  EXPECT_EQ(in_async, 600L * 601L / 2);
+  long in_main = -1;
+  ASSERT_EQ(run_in_main(std::size_t{1} << 20, [&] { in_main = deep(600); }), 0);
+  EXPECT_EQ(in_main, 600L * 601L / 2);
+}
+
+TEST(StackOverflow, ModestRecursionFitsTheDefaultStack) {
   long result = -1;
-  ASSERT_EQ(apgas::run(cfg, [&] {
-              apgas::finish([&] { apgas::async([&] { result = deep(500); }); });  // ~600 KiB of frames
-            }),
-            0);
-  EXPECT_EQ(result, 500L * 501L / 2);
+  ASSERT_EQ(run_in_async(apgas::config::default_stack_size, [&] { result = deep(150); }), 0);  // ~150 KiB
+  EXPECT_EQ(result, 150L * 151L / 2);
 }

@@ -1,9 +1,9 @@
-// Must not compile: a closure that captures a std::string cannot be shipped by async_at.
+// Must not compile: async_at copies its closure to the target place, so the closure must be trivially copyable.
+// A closure that owns a std::string breaks the shipping rule; the static_assert says what to do instead.
 #include <apgas/apgas.hpp>
 
 #include <string>
 
 void f() {
-  std::string s = "x";
-  apgas::async_at(apgas::here(), [s] { (void)s.size(); });
+  apgas::async_at(apgas::here(), [s = std::string("x")] { (void)s.size(); });
 }

@@ -1,9 +1,8 @@
 // Must not compile: at() follows the same shipping rule as async_at.
 #include <apgas/apgas.hpp>
 
-#include <vector>
+#include <string>
 
 int f() {
-  std::vector<int> v{1, 2, 3};
-  return apgas::at(apgas::here(), [v] { return static_cast<int>(v.size()); });
+  return apgas::at(apgas::here(), [s = std::string("x")] { return static_cast<int>(s.size()); });
 }

@@ -1,23 +1,35 @@
 #pragma once
-// Test support: run a body as the main activity of a fresh apgas::run with a given number of workers.
+// Test support: run a body as the main activity of a fresh apgas::run with a given number of workers, and inspect
+// exceptions thrown inside it. Every helper asserts that apgas::run itself returned 0, so a test body that lets an
+// exception escape (which run reports as 1) fails loudly instead of passing by accident.
 #include <apgas/apgas.hpp>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <exception>
 #include <string>
+#include <typeinfo>
 
 namespace apgas_test {
 
-/// Run `body` inside apgas::run with `nthreads` workers; the run must succeed.
+/// Run `body` inside apgas::run with `nthreads` workers (and `stack_size`-byte fiber stacks); the run must
+/// return 0 (the body and everything it started ended without uncaught exceptions).
 template <class F>
-void run_on(int nthreads, F&& body) {
+void run_on(int nthreads, F&& body, std::size_t stack_size = apgas::config::default_stack_size) {
   apgas::config cfg;
   cfg.nthreads = nthreads;
-  const int rc = apgas::run(cfg, [&] { body(); });
-  ASSERT_EQ(rc, 0) << "apgas::run failed (exceptions printed above)";
+  cfg.stack_size = stack_size;
+  bool finished = false;
+  const int rc = apgas::run(cfg, [&] {
+    body();
+    finished = true;
+  });
+  ASSERT_EQ(rc, 0) << "apgas::run failed (its exceptions are printed above)";
+  ASSERT_TRUE(finished) << "apgas::run returned 0 without running the body to its end";
 }
 
-/// Run `body`; return the exception it throws (caught inside the main activity), or null.
+/// Run `body` as the main activity; return the exception it throws (caught inside the main activity, so the run
+/// itself still succeeds), or null if it returns normally.
 template <class F>
 std::exception_ptr run_catching(int nthreads, F&& body) {
   std::exception_ptr caught;
@@ -31,24 +43,48 @@ std::exception_ptr run_catching(int nthreads, F&& body) {
   return caught;
 }
 
-/// The message of an exception of type E thrown by f() inside an activity; fails the test otherwise.
-template <class E, class F>
-std::string expect_throw_in_run(int nthreads, F&& f) {
-  std::string what;
-  bool thrown = false;
-  run_on(nthreads, [&] {
-    try {
-      f();
-    } catch (const E& e) {
-      thrown = true;
-      what = e.what();
-    }
-  });
-  EXPECT_TRUE(thrown) << "expected an exception";
-  return what;
+/// If `e` holds an exception of type E (or derived), call inspect(const E&) and return true; else return false.
+template <class E, class Inspect>
+bool inspect_as(const std::exception_ptr& e, Inspect&& inspect) {
+  if (!e) return false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const E& x) {
+    inspect(x);
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
-/// Worker counts every multi-worker behaviour is checked with.
+/// The what() of the exception of type E that f() throws; records a test failure (and returns "") if f() returns
+/// normally or throws something else. Call it inside an activity.
+template <class E, class F>
+std::string what_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected " << typeid(E).name() << ", got " << typeid(e).name() << ": " << e.what();
+    return "";
+  } catch (...) {
+    ADD_FAILURE() << "expected " << typeid(E).name() << ", got an exception not derived from std::exception";
+    return "";
+  }
+  ADD_FAILURE() << "expected " << typeid(E).name() << ", nothing was thrown";
+  return "";
+}
+
+/// Worker counts every multi-worker behaviour is checked with (1: everything interleaves on one thread; 2 and 4:
+/// real parallelism, and more workers than the cores of the development machines).
 inline constexpr int worker_counts[] = {1, 2, 4};
+
+/// Name generator for INSTANTIATE_TEST_SUITE_P over worker counts: ".../Workers/w2".
+inline std::string workers_name(const testing::TestParamInfo<int>& info) {
+  std::string name = "w";  // (not "w" + to_string(): g++ 12 warns falsely about it, -Wrestrict)
+  name += std::to_string(info.param);
+  return name;
+}
 
 }  // namespace apgas_test
