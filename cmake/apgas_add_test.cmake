@@ -74,7 +74,7 @@ function(apgas_add_neg_test name)
     message(FATAL_ERROR "apgas_add_neg_test(${name}): ${source} does not exist")
   endif()
   add_test(NAME apgas.neg.${name}
-           COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_CXX_COMPILER} -DINCLUDE=${apgas_SOURCE_DIR}/apgas/include
+           COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_CXX_COMPILER} -DINCLUDE=${apgas_SOURCE_DIR}/apgas/include:${apgas_SOURCE_DIR}/serialization/include:${apgas_SOURCE_DIR}/transport/include
                    -DSOURCE=${source} "-DREGEX=${T_REGEX}" -P ${apgas_SOURCE_DIR}/cmake/neg_compile.cmake)
   set_tests_properties(apgas.neg.${name} PROPERTIES LABELS unit TIMEOUT 120)
 endfunction()

@@ -1,5 +1,5 @@
 # Must-not-compile check, run by the ctest entries apgas_add_neg_test() registers:
-#   cmake -DCOMPILER=<c++> -DINCLUDE=<apgas/include> -DSOURCE=<file.cpp> -DREGEX=<regex> -P neg_compile.cmake
+#   cmake -DCOMPILER=<c++> -DINCLUDE=<dir>[:<dir>...] -DSOURCE=<file.cpp> -DREGEX=<regex> -P neg_compile.cmake
 # Succeeds (exit 0) only if SOURCE fails to compile AND the compiler's diagnostics match REGEX; otherwise it stops
 # with an error (exit 1) that says which of the two went wrong.
 foreach(var COMPILER INCLUDE SOURCE REGEX)
@@ -8,7 +8,9 @@ foreach(var COMPILER INCLUDE SOURCE REGEX)
   endif()
 endforeach()
 
-execute_process(COMMAND ${COMPILER} -std=c++20 -fsyntax-only -I${INCLUDE} ${SOURCE}
+string(REPLACE ":" ";" include_dirs "${INCLUDE}")
+list(TRANSFORM include_dirs PREPEND "-I")
+execute_process(COMMAND ${COMPILER} -std=c++20 -fsyntax-only ${include_dirs} ${SOURCE}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc EQUAL 0)
   message(FATAL_ERROR "${SOURCE} compiled, but it must not: the misuse it shows is no longer rejected")

@@ -1,5 +1,9 @@
 #include <apgas/error.hpp>
 
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
 #include <string>
 
 namespace apgas {
@@ -27,3 +31,29 @@ multiple_exceptions::multiple_exceptions(std::vector<std::exception_ptr> excepti
     : error(describe(exceptions)), exceptions_(std::move(exceptions)) {}
 
 }  // namespace apgas
+
+namespace apgas::detail {
+namespace {
+struct exception_registry {
+  std::mutex mutex;
+  std::unordered_map<std::string, exception_factory> by_name;
+};
+exception_registry& exceptions() {
+  static exception_registry r;
+  return r;
+}
+}  // namespace
+
+void register_exception(const char* type_name, exception_factory make) {
+  auto& r = exceptions();
+  std::lock_guard lock(r.mutex);
+  r.by_name[type_name] = make;
+}
+
+std::exception_ptr make_registered_exception(const std::string& type_name, const std::string& what) {
+  auto& r = exceptions();
+  std::lock_guard lock(r.mutex);
+  auto it = r.by_name.find(type_name);
+  return it == r.by_name.end() ? nullptr : it->second(what);
+}
+}  // namespace apgas::detail

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace apgas::detail {
 
@@ -33,7 +34,24 @@ void finish_state::add_exception(std::exception_ptr e) noexcept {
 }
 
 void finish_state::complete() noexcept {
-  if (count_.fetch_sub(1, std::memory_order_acq_rel) == 1) wake(waiter_);
+  if (proxy_) {
+    proxy_complete(*this);
+    return;
+  }
+  if (count_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (dist() == nullptr) {
+      wake(waiter_);
+    } else {
+      home_quiescent(*this);
+    }
+  }
+}
+
+void finish_state::wake_waiter() noexcept { wake(waiter_); }
+
+std::vector<std::exception_ptr> finish_state::take_exceptions() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(exceptions_, {});
 }
 
 void finish_state::publish_waiter(fiber_ctx* self, void* arg) {
@@ -57,8 +75,9 @@ void finish_state::wait() {
     run_task(item_task(it));
     w = this_worker();
   }
-  if (count_.load(std::memory_order_acquire) == 1) return;
+  if (count_.load(std::memory_order_acquire) == 1 && dist() == nullptr) return;
   park(&publish_waiter, this);
+  if (dist() != nullptr) home_done(*this);
 }
 
 void finish_state::rethrow() {

@@ -8,6 +8,9 @@
 // brings count_ to 0 — the waiter's publish or the last child — wakes the waiter, exactly once. After its
 // decrement a child never touches the state again (the waiter may have destroyed it).
 // The acq_rel decrements order every child's exception (and all its writes) before the waiter's return.
+// Across hosts (dist.cpp): once an activity of the finish is sent to another host the finish gets a home record,
+// and the waiter is woken only when count_ is 0 *and* the home record says every remote activity has ended; see
+// docs/architecture.md, "Distributed finish". At other places the finish is represented by proxies (is_proxy()).
 
 #include "spin_mutex.hpp"
 
@@ -20,6 +23,13 @@
 namespace apgas::detail {
 
 struct fiber_ctx;
+struct dist_home;
+/// dist.cpp: the last local token of a finish with a home record is gone; terminate if the remote side is done too.
+void home_quiescent(finish_state& fs) noexcept;
+/// dist.cpp: a proxy's activity ended.
+void proxy_complete(finish_state& fs) noexcept;
+/// dist.cpp: after the waiter of a distributed finish woke, forget its home record.
+void home_done(finish_state& fs) noexcept;
 
 class finish_state {
  public:
@@ -29,6 +39,21 @@ class finish_state {
 
   void spawned() noexcept { count_.fetch_add(1, std::memory_order_relaxed); }
   void complete() noexcept;
+  /// Distributed finish (dist.cpp): the home record once an activity of this finish went to another host; null
+  /// while the finish is local-only (then no message is ever sent for it).
+  dist_home* dist() const noexcept { return dist_.load(std::memory_order_acquire); }
+  void set_dist(dist_home* d) noexcept { dist_.store(d, std::memory_order_release); }
+  /// True for a proxy: the stand-in at this place for a finish whose home is another place.
+  bool is_proxy() const noexcept { return proxy_; }
+  void make_proxy() noexcept {
+    proxy_ = true;
+    count_.store(0, std::memory_order_relaxed);
+  }
+  long add_count(long delta) noexcept { return count_.fetch_add(delta, std::memory_order_acq_rel) + delta; }
+  long count() const noexcept { return count_.load(std::memory_order_acquire); }
+  void wake_waiter() noexcept;
+  /// Move the recorded exceptions out (a proxy's report).
+  std::vector<std::exception_ptr> take_exceptions();
   void add_exception(std::exception_ptr e) noexcept;
   /// Called by the activity that owns the finish, after its body.
   void wait();
@@ -43,6 +68,8 @@ class finish_state {
   static void publish_waiter(fiber_ctx* self, void* arg);
 
   std::atomic<long> count_{1};
+  std::atomic<dist_home*> dist_{nullptr};
+  bool proxy_ = false;
   fiber_ctx* waiter_ = nullptr;
   finish_state* parent_;
   collector* coll_;

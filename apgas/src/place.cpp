@@ -72,7 +72,7 @@ place place_of(int id) {
 
 namespace detail {
 
-void check_at_target(place p) {
+bool check_at_target(place p) {
   const auto& t = tree();
   if (p.id() < 0 || p.id() >= static_cast<int>(t.all.size())) {
     throw bad_place_exception("apgas: no place with id " + std::to_string(p.id()) + " (there are " +
@@ -83,11 +83,10 @@ void check_at_target(place p) {
     throw illegal_operation_exception("apgas: place " + std::to_string(p.id()) +
                                       " is a GPU place: only kernel closures (apgas::cuda_kernel) run there");
   }
-  if (p.id() != t.here_host) {
-    throw transport_error("apgas: place " + std::to_string(p.id()) +
-                          " is another host and this run has no transport to reach it");
-  }
+  return p.id() == t.here_host;
 }
+
+bool is_here(place p) noexcept { return p.id() == tree().here_host; }
 
 }  // namespace detail
 }  // namespace apgas

@@ -1,6 +1,7 @@
 // apgas::run: start-up, the main activity, shut-down.
 #include "runtime.hpp"
 
+#include "dist.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/activity.hpp>
@@ -59,29 +60,57 @@ int run(const config& cfg, function_ref<void()> main) {
     ~running_flag() { g_running.store(false); }
   } flag;
 
-  set_tree(place_tree::single_host());
+  transport::transport* tp = nullptr;
+  try {
+    tp = &transport_for_run();
+  } catch (const config_error& e) {
+    std::fprintf(stderr, "apgas: %s\n", e.what());
+    return 2;
+  } catch (const error& e) {
+    std::fprintf(stderr, "apgas: start-up failed: %s\n", e.what());
+    return 2;
+  }
+  place_tree t;
+  t.num_hosts = tp->size();
+  t.here_host = tp->rank();
+  for (int i = 0; i < t.num_hosts; ++i) t.all.push_back(place(i));
+  t.children.resize(static_cast<std::size_t>(t.num_hosts));
+  set_tree(std::move(t));
   auto sched = std::make_unique<scheduler>(cfg);
   set_scheduler(sched.get());
+  tp->barrier();  // every place is ready to receive before place 0 sends anything
+  dist_start(*tp);
 
-  // The main activity: runs `main` inside the implicit finish; its outcome is handed to this (non-worker) thread.
+  // The main activity (place 0): runs `main` inside the implicit finish; its outcome is handed to this
+  // (non-worker) thread. The other places serve until place 0 tells them the run is over.
   std::atomic<bool> done{false};
   std::exception_ptr failure;
-  task* root = make_task([&] {
-    try {
-      run_finish(main);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    done.store(true, std::memory_order_release);
-    done.notify_one();
-  });
   sched->start();
-  sched->submit(as_item(root));
-  done.wait(false, std::memory_order_acquire);
+  int code = 0;
+  if (tp->rank() == 0) {
+    task* root = make_task([&] {
+      try {
+        run_finish(main);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      done.store(true, std::memory_order_release);
+      done.notify_one();
+    });
+    sched->submit(as_item(root));
+    done.wait(false, std::memory_order_acquire);
+    code = failure ? 1 : 0;
+    dist_shutdown_others(code);
+  } else {
+    code = dist_wait_shutdown();
+  }
+  dist_stop();
   sched.reset();  // stop and join the workers
   set_scheduler(nullptr);
+  dist_finalize(*tp);
+  set_tree(place_tree::single_host());
 
-  if (!failure) return 0;
+  if (!failure) return code;
   try {
     std::rethrow_exception(failure);
   } catch (const multiple_exceptions& m) {

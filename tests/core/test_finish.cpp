@@ -454,17 +454,16 @@ TEST_P(At, AsyncsInsideAtReportToTheCallersFinish) {
   run_on(GetParam(), [] {
     std::atomic<int> done{0};
     apgas::finish([&] {
-      apgas::at(
-          apgas::here(),
-          [](std::atomic<int>* d) {
-            for (int i = 0; i < 10; ++i) {
-              apgas::async([d] {
-                apgas::finish([d] { apgas::async([d] { d->fetch_add(1); }); });
-                d->fetch_add(1);
-              });
-            }
-          },
-          &done);
+      // A pointer may be captured (the closure is trivially copyable) but not passed as an argument: arguments
+      // are serialized, and an address means nothing at another place.
+      apgas::at(apgas::here(), [d = &done] {
+        for (int i = 0; i < 10; ++i) {
+          apgas::async([d] {
+            apgas::finish([d] { apgas::async([d] { d->fetch_add(1); }); });
+            d->fetch_add(1);
+          });
+        }
+      });
     });
     EXPECT_EQ(done.load(), 20);
     // Their exceptions go to that finish too; at itself returns normally.
@@ -519,7 +518,7 @@ TEST_P(At, AsyncAtIsGovernedByTheEnclosingFinish) {
     std::atomic<int> count{0};
     apgas::finish([&] {
       for (int i = 0; i < 1000; ++i) {
-        apgas::async_at(apgas::here(), [](std::atomic<int>* c, int v) { c->fetch_add(v); }, &count, 1);
+        apgas::async_at(apgas::here(), [c = &count](int v) { c->fetch_add(v); }, 1);
       }
     });
     EXPECT_EQ(count.load(), 1000);

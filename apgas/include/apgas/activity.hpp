@@ -3,6 +3,7 @@
 /// Activities and their governing finishes: async, async_at, at, finish, finish_collect, offer.
 
 #include <apgas/detail/function_ref.hpp>
+#include <apgas/detail/remote.hpp>
 #include <apgas/detail/task.hpp>
 #include <apgas/kernel.hpp>
 #include <apgas/place.hpp>
@@ -53,8 +54,9 @@ void async_at(place p, F f, Args... args) {
   } else {
     detail::check_shippable<F>();
     static_assert(std::is_invocable_v<F&, Args&...>, "apgas::async_at: f(args...) must be callable");
-    detail::check_at_target(p);
-    if constexpr (sizeof...(Args) == 0) {
+    if (!detail::check_at_target(p)) {
+      detail::remote_async(p, f, args...);
+    } else if constexpr (sizeof...(Args) == 0) {
       detail::spawn(detail::make_task(f));
     } else {
       detail::spawn(detail::make_task([f, tup = std::tuple<Args...>(std::move(args)...)]() mutable {
@@ -81,7 +83,7 @@ auto at(place p, F f, Args... args) {
   } else {
     detail::check_shippable<F>();
     static_assert(std::is_invocable_v<F&, Args&...>, "apgas::at: f(args...) must be callable");
-    detail::check_at_target(p);
+    if (!detail::check_at_target(p)) return detail::remote_at(p, f, args...);
     return std::invoke(f, args...);
   }
 }

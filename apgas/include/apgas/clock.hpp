@@ -57,6 +57,8 @@ class clock {
 
 namespace detail {
 void spawn_clocked(task* t, const clock* clocks, std::size_t n);   // takes ownership of t
+/// Throws illegal_operation_exception: clocks are local to one host (no distributed clocks yet).
+[[noreturn]] void clocked_to_other_host(place p);
 void spawn_implicit_clocked(task* t);                              // on the innermost clocked_finish's clock
 void run_clocked_finish(function_ref<void()> body);
 }  // namespace detail
@@ -84,7 +86,7 @@ void clocked_async(F&& f) {
 template <class F>
 void clocked_async_at(place p, std::initializer_list<clock> cs, F f) {
   detail::check_shippable<F>();
-  detail::check_at_target(p);
+  if (!detail::check_at_target(p)) detail::clocked_to_other_host(p);
   detail::spawn_clocked(detail::make_task(f), cs.begin(), cs.size());
 }
 

@@ -7,6 +7,9 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 namespace apgas {
@@ -110,5 +113,36 @@ class config_error : public error {
  public:
   using error::error;
 };
+
+/// An exception thrown at another place whose type does not travel (not an apgas or standard exception, and not
+/// registered with register_exception): it arrives as this apgas::error, carrying the original type's name and
+/// message. what() is "<type name>: <message>".
+class remote_error : public error {
+ public:
+  remote_error(std::string type_name, const std::string& message)
+      : error(type_name + ": " + message), type_name_(std::move(type_name)), message_(message) {}
+  const std::string& type_name() const noexcept { return type_name_; }
+  const std::string& message() const noexcept { return message_; }
+
+ private:
+  std::string type_name_;
+  std::string message_;
+};
+
+namespace detail {
+using exception_factory = std::exception_ptr (*)(const std::string& what);
+void register_exception(const char* type_name, exception_factory make);
+std::exception_ptr make_registered_exception(const std::string& type_name, const std::string& what);
+}  // namespace detail
+
+/// Let exceptions of type E keep their type when they cross places: E must be constructible from a std::string
+/// (its what() is sent). Call it at start-up in every process (static initialisation or before apgas::run).
+template <class E>
+void register_exception() {
+  static_assert(std::is_constructible_v<E, std::string>,
+                "apgas::register_exception<E>: E must be constructible from std::string (its message)");
+  detail::register_exception(typeid(E).name(),
+                             [](const std::string& what) { return std::make_exception_ptr(E(what)); });
+}
 
 }  // namespace apgas

@@ -330,6 +330,9 @@ void start_kernel_cpu(std::shared_ptr<cpu_launch<K>> launch) {
   });
 }
 
+/// Throws illegal_operation_exception: kernel closures are not routed to other hosts yet.
+[[noreturn]] void kernel_to_other_host(place p);
+
 /// Check the target of a kernel closure: a GPU place needs the CUDA backend (and a file compiled by nvcc).
 inline void check_kernel_target(place p) {
 #if defined(__CUDACC__)
@@ -337,7 +340,7 @@ inline void check_kernel_target(place p) {
 #else
   if (p.is_cuda()) kernel_to_gpu(p, false);
 #endif
-  check_at_target(p);
+  if (!check_at_target(p)) kernel_to_other_host(p);
 }
 
 }  // namespace detail

@@ -47,8 +47,9 @@ struct task_of final : task {
 };
 
 /// bad_place_exception for an invalid place; illegal_operation_exception for a target that cannot run a plain
-/// closure (a GPU place) or when called inside atomic/when or outside apgas::run.
-void check_at_target(place p);
+/// closure (a GPU place) or when called inside atomic/when or outside apgas::run. Returns true when p is the host
+/// place of the caller, false for another host place (reached through the transport).
+bool check_at_target(place p);
 
 /// Make a task from any callable (decay-copied into the task).
 template <class F>

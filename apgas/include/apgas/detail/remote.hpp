@@ -1,0 +1,107 @@
+#pragma once
+// Shipping closures to other host places: the per-type entries of the closure registry and the runtime entry
+// points that send them (apgas/src/dist.cpp). Installed because async_at/at are templates; not API.
+//
+// A shipped closure travels as: its registry id, the bytes of f (f is trivially copyable: the shipping rule), then
+// each argument encoded by apgas::writer. The receiving place looks the id up, rebuilds f and the arguments inside
+// the new activity (so a decoding failure is that activity's exception) and runs it.
+
+#include <apgas/detail/task.hpp>
+#include <apgas/place.hpp>
+#include <apgas/serialization/archive.hpp>
+#include <apgas/serialization/registry.hpp>
+
+#include <cstdint>
+#include <new>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+namespace apgas::detail {
+
+/// True when p is the host place of this process.
+bool is_here(place p) noexcept;
+/// Validate a remote target (bad_place_exception, illegal_operation_exception inside atomic/when).
+void check_remote_target(place p);
+
+using async_invoker = void (*)(reader& in);
+using at_invoker = void (*)(reader& in, writer& reply);
+
+/// Send an activity (closure `id`, payload already in `w` after the header space that begin_message() reserved) to
+/// host place p, counted by the innermost finish of the caller.
+writer begin_message();
+void send_async(place p, std::uint32_t id, writer&& w);
+/// Run closure `id` at p and wait; returns the reply (the encoded result) or rethrows the remote exception.
+std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w);
+
+template <class F>
+F read_closure(reader& in) {
+  alignas(F) unsigned char storage[sizeof(F)];
+  in.read_bytes(storage, sizeof(F), "closure");
+  return *std::launder(reinterpret_cast<F*>(storage));  // F is trivially copyable: its bytes are a valid F
+}
+
+template <class... Args>
+std::tuple<Args...> read_args(reader& in) {
+  static_assert((std::is_default_constructible_v<Args> && ...),
+                "apgas::async_at/at: arguments sent to another place must be default-constructible (they are "
+                "rebuilt there from their serialized form)");
+  std::tuple<Args...> args;
+  std::apply([&](auto&... a) { ((void)(in & a), ...); }, args);
+  return args;
+}
+
+template <class F, class... Args>
+struct async_entry {
+  static void invoke(reader& in) {
+    F f = read_closure<F>(in);
+    auto args = read_args<Args...>(in);
+    std::apply(f, args);
+  }
+  static inline const std::size_t handle =
+      ser::registry::add(typeid(async_entry).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+};
+
+template <class F, class... Args>
+struct at_entry {
+  using R = std::invoke_result_t<F&, Args&...>;
+  static void invoke(reader& in, writer& reply) {
+    F f = read_closure<F>(in);
+    auto args = read_args<Args...>(in);
+    if constexpr (std::is_void_v<R>) {
+      std::apply(f, args);
+    } else {
+      reply & std::apply(f, args);
+    }
+  }
+  static inline const std::size_t handle =
+      ser::registry::add(typeid(at_entry).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+};
+
+template <class F, class... Args>
+void remote_async(place p, const F& f, const Args&... args) {
+  (ser::check_serializable<Args>(), ...);
+  writer w = begin_message();
+  w.write_bytes(&f, sizeof(F));
+  ((void)(w & args), ...);
+  send_async(p, ser::registry::id_of(async_entry<F, Args...>::handle), std::move(w));
+}
+
+template <class F, class... Args>
+auto remote_at(place p, const F& f, const Args&... args) {
+  using R = typename at_entry<F, Args...>::R;
+  (ser::check_serializable<Args>(), ...);
+  if constexpr (!std::is_void_v<R>) {
+    ser::check_serializable<std::decay_t<R>>();
+  }
+  writer w = begin_message();
+  w.write_bytes(&f, sizeof(F));
+  ((void)(w & args), ...);
+  std::vector<std::byte> reply = send_at(p, ser::registry::id_of(at_entry<F, Args...>::handle), std::move(w));
+  if constexpr (!std::is_void_v<R>) {
+    return deserialize<std::decay_t<R>>(reply);
+  }
+}
+
+}  // namespace apgas::detail

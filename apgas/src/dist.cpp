@@ -1,0 +1,732 @@
+// The runtime across host places: message kinds and their handlers, remote async/at, the distributed finish,
+// exceptions on the wire, teams and shut-down. The transport (transport/) moves the bytes; this file gives them
+// meaning. The protocol of the distributed finish is documented in docs/architecture.md ("Distributed finish");
+// the comments here name its steps.
+//
+// Invariants:
+//  - A message handler runs on an idle worker inside poll(), outside any activity: it never blocks, it only
+//    updates tables under short locks, submits tasks and signals completions.
+//  - Counting (per finish F): the sender of an activity message counts it (home: balance[dst] += 1; proxy:
+//    sends[dst] += 1) *before* the message is handed to the transport; the receiver counts the receipt (home:
+//    balance[here] -= 1; proxy: receipts += 1) and F's local count += 1 in one step under the table lock.
+//  - A proxy exists exactly while its local count is > 0; when it drops to 0 the proxy sends one report (its sends,
+//    receipts and exceptions since it was created) to the home and is destroyed.
+//  - The home wakes F's waiter exactly once: when its local count is 0 and every balance entry is 0.
+#include "dist.hpp"
+
+#include "finish.hpp"
+#include "runtime.hpp"
+#include "scheduler.hpp"
+
+#include <apgas/activity.hpp>
+#include <apgas/detail/completion.hpp>
+#include <apgas/error.hpp>
+#include <apgas/serialization/archive.hpp>
+#include <apgas/serialization/registry.hpp>
+#include <apgas/transport/transport.hpp>
+
+#include <cxxabi.h>
+#include <elf.h>
+#include <link.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <typeinfo>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace apgas::detail {
+
+enum class msg : std::uint8_t {
+  async_activity = 1,  // u64 fid home, u64 serial, u64 0, u32 closure id, payload
+  at_activity,         // u64 fid home, u64 serial, u64 reply token, u32 closure id, payload
+  at_reply,            // u64 token, u8 ok, payload (result or exception)
+  report,              // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions
+  shutdown,            // i32 exit code
+  team_contrib,        // u64 seq, bytes (to place 0)
+  team_result,         // u64 seq, bytes (from place 0)
+};
+
+struct dist_home {
+  std::uint64_t serial = 0;
+  spin_mutex mutex;
+  std::vector<long> balance;  // per host place: activities sent there minus activities received there
+  long unbalanced = 0;        // number of nonzero entries of balance
+  bool woken = false;
+
+  void add(int place, long delta) {
+    long& b = balance[static_cast<std::size_t>(place)];
+    const bool was = b != 0;
+    b += delta;
+    unbalanced += (b != 0) - (was ? 1 : 0);
+  }
+};
+
+namespace {
+
+struct proxy final : finish_state {
+  proxy(std::uint64_t h, std::uint64_t s) : finish_state(nullptr), home(h), serial(s) { make_proxy(); }
+  std::uint64_t home;
+  std::uint64_t serial;
+  std::map<int, long> sends;
+  long receipts = 0;
+};
+
+struct pending_at {
+  completion done;
+  bool ok = false;
+  std::vector<std::byte> reply;
+};
+
+struct team_slot {
+  std::vector<std::vector<std::byte>> parts;  // place 0: contributions by rank
+  int arrived = 0;
+  bool has_result = false;
+  std::vector<std::byte> result;
+  completion* waiter = nullptr;
+};
+
+struct dist_state final : transport::handler {
+  transport::transport* tp = nullptr;
+  int rank = 0;
+  int size = 1;
+  int hook = -1;
+
+  std::mutex mutex;  // guards every table below
+  std::uint64_t next_serial = 1;
+  std::unordered_map<std::uint64_t, finish_state*> homes;  // serial -> finish homed here
+  std::map<std::pair<std::uint64_t, std::uint64_t>, proxy*> proxies;
+  std::uint64_t next_token = 1;
+  std::unordered_map<std::uint64_t, pending_at*> ats;
+  std::uint64_t team_seq = 0;
+  std::map<std::uint64_t, team_slot> team;
+
+  std::atomic<int> exit_code{-1};  // set by the shutdown message
+
+  void on_message(int src, std::span<const std::byte> bytes) override;
+};
+
+dist_state* g_dist = nullptr;
+
+// ---- exceptions on the wire ----
+// kind: 0 apgas::error (and unknown types), 1.. apgas types, 20.. std types. Then the dynamic type's name and what().
+enum class exc : std::uint8_t {
+  other = 0, apgas_error, dead_place, bad_place, clock_use, illegal_operation, serialization, transport_e, config,
+  std_exception = 20, runtime_error, logic_error, invalid_argument, out_of_range, length_error, domain_error,
+  range_error, overflow_error, underflow_error, bad_alloc, multiple = 40
+};
+
+std::string demangle(const char* name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = status == 0 && d != nullptr ? d : name;
+  std::free(d);
+  return s;
+}
+
+void encode_exception(writer& w, const std::exception_ptr& e);
+
+template <class E>
+bool encode_as(writer& w, const std::exception& x, exc kind) {
+  if (typeid(x) != typeid(E)) return false;
+  w & kind & std::string(typeid(x).name()) & std::string(x.what());
+  return true;
+}
+
+void encode_exception(writer& w, const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const multiple_exceptions& m) {
+    w & exc::multiple;
+    w.write_length(m.exceptions().size());
+    for (const auto& x : m.exceptions()) encode_exception(w, x);
+  } catch (const std::exception& x) {
+    if (typeid(x) == typeid(dead_place_exception)) {  // the type field carries the place
+      w & exc::dead_place & std::to_string(static_cast<const dead_place_exception&>(x).where()) & std::string(x.what());
+      return;
+    }
+    if (encode_as<error>(w, x, exc::apgas_error) ||
+        encode_as<bad_place_exception>(w, x, exc::bad_place) || encode_as<clock_use_exception>(w, x, exc::clock_use) ||
+        encode_as<illegal_operation_exception>(w, x, exc::illegal_operation) ||
+        encode_as<serialization_error>(w, x, exc::serialization) ||
+        encode_as<transport_error>(w, x, exc::transport_e) || encode_as<config_error>(w, x, exc::config) ||
+        encode_as<std::exception>(w, x, exc::std_exception) ||
+        encode_as<std::runtime_error>(w, x, exc::runtime_error) ||
+        encode_as<std::logic_error>(w, x, exc::logic_error) ||
+        encode_as<std::invalid_argument>(w, x, exc::invalid_argument) ||
+        encode_as<std::out_of_range>(w, x, exc::out_of_range) ||
+        encode_as<std::length_error>(w, x, exc::length_error) ||
+        encode_as<std::domain_error>(w, x, exc::domain_error) || encode_as<std::range_error>(w, x, exc::range_error) ||
+        encode_as<std::overflow_error>(w, x, exc::overflow_error) ||
+        encode_as<std::underflow_error>(w, x, exc::underflow_error) ||
+        encode_as<std::bad_alloc>(w, x, exc::bad_alloc)) {
+      return;
+    }
+    w & exc::other & std::string(typeid(x).name()) & std::string(x.what());
+  } catch (...) {
+    w & exc::other & std::string("(not derived from std::exception)") & std::string("");
+  }
+}
+
+std::exception_ptr decode_exception(reader& r) {
+  exc kind{};
+  r & kind;
+  if (kind == exc::multiple) {
+    const std::size_t n = r.read_length(1, "exception list");
+    std::vector<std::exception_ptr> es;
+    for (std::size_t i = 0; i < n; ++i) es.push_back(decode_exception(r));
+    return std::make_exception_ptr(multiple_exceptions(std::move(es)));
+  }
+  std::string type, what;
+  r & type & what;
+  switch (kind) {
+    case exc::apgas_error: return std::make_exception_ptr(error(what));
+    case exc::dead_place: return std::make_exception_ptr(dead_place_exception(std::atoi(type.c_str()), what));
+    case exc::bad_place: return std::make_exception_ptr(bad_place_exception(what));
+    case exc::clock_use: return std::make_exception_ptr(clock_use_exception(what));
+    case exc::illegal_operation: return std::make_exception_ptr(illegal_operation_exception(what));
+    case exc::serialization: return std::make_exception_ptr(serialization_error(what));
+    case exc::transport_e: return std::make_exception_ptr(transport_error(what));
+    case exc::config: return std::make_exception_ptr(config_error(what));
+    case exc::std_exception: return std::make_exception_ptr(remote_error(demangle(type.c_str()), what));
+    case exc::runtime_error: return std::make_exception_ptr(std::runtime_error(what));
+    case exc::logic_error: return std::make_exception_ptr(std::logic_error(what));
+    case exc::invalid_argument: return std::make_exception_ptr(std::invalid_argument(what));
+    case exc::out_of_range: return std::make_exception_ptr(std::out_of_range(what));
+    case exc::length_error: return std::make_exception_ptr(std::length_error(what));
+    case exc::domain_error: return std::make_exception_ptr(std::domain_error(what));
+    case exc::range_error: return std::make_exception_ptr(std::range_error(what));
+    case exc::overflow_error: return std::make_exception_ptr(std::overflow_error(what));
+    case exc::underflow_error: return std::make_exception_ptr(std::underflow_error(what));
+    case exc::bad_alloc: return std::make_exception_ptr(std::bad_alloc());
+    case exc::other: {
+      if (std::exception_ptr p = make_registered_exception(type, what)) return p;
+      return std::make_exception_ptr(remote_error(demangle(type.c_str()), what));
+    }
+    default:
+      throw serialization_error("apgas: malformed message: unknown exception kind " +
+                                std::to_string(static_cast<int>(kind)));
+  }
+}
+
+// ---- sending ----
+
+void send(int dst, writer&& w) { g_dist->tp->send(dst, w.take()); }
+
+struct fid {
+  std::uint64_t home;
+  std::uint64_t serial;
+};
+
+// The global id of finish `fs` for a message about to leave for `dst`, counting that message (sender side of the
+// protocol). Creates the home record on the first remote activity of a finish homed here.
+fid count_send(finish_state& fs, int dst) {
+  dist_state& d = *g_dist;
+  if (fs.is_proxy()) {
+    auto& p = static_cast<proxy&>(fs);
+    std::lock_guard lock(d.mutex);
+    p.sends[dst] += 1;
+    return {p.home, p.serial};
+  }
+  dist_home* h = fs.dist();
+  if (h == nullptr) {
+    std::lock_guard lock(d.mutex);
+    h = fs.dist();
+    if (h == nullptr) {
+      h = new dist_home;
+      h->serial = d.next_serial++;
+      h->balance.assign(static_cast<std::size_t>(d.size), 0);
+      d.homes.emplace(h->serial, &fs);
+      fs.set_dist(h);
+    }
+  }
+  std::lock_guard lock(h->mutex);
+  h->add(dst, +1);
+  return {static_cast<std::uint64_t>(d.rank), h->serial};
+}
+
+// Receiver side: the finish that governs an arriving activity, with the receipt counted.
+finish_state& count_receipt(fid f) {
+  dist_state& d = *g_dist;
+  std::lock_guard lock(d.mutex);
+  if (f.home == static_cast<std::uint64_t>(d.rank)) {
+    auto it = d.homes.find(f.serial);
+    if (it == d.homes.end()) {
+      throw serialization_error("apgas: malformed message: finish " + std::to_string(f.serial) +
+                                " is not alive at place " + std::to_string(d.rank));
+    }
+    finish_state& fs = *it->second;
+    dist_home& h = *fs.dist();
+    std::lock_guard hl(h.mutex);
+    h.add(d.rank, -1);
+    fs.spawned();
+    return fs;
+  }
+  proxy*& p = d.proxies[{f.home, f.serial}];
+  if (p == nullptr) p = new proxy(f.home, f.serial);
+  p->receipts += 1;
+  p->spawned();
+  return *p;
+}
+
+void check_termination_locked(finish_state& fs, dist_home& h, std::unique_lock<spin_mutex>& hl) {
+  if (!h.woken && h.unbalanced == 0 && fs.count() == 0) {
+    h.woken = true;
+    hl.unlock();
+    fs.wake_waiter();
+  }
+}
+
+// An activity that arrived in a message. Decodes its closure (and arguments) when it runs, so that a decoding
+// failure is this activity's exception.
+struct remote_task final : task {
+  std::vector<std::byte> bytes;
+  std::size_t offset = 0;
+  std::uint32_t id = 0;
+  bool is_at = false;
+  int reply_to = 0;
+  std::uint64_t token = 0;
+
+  void invoke() override {
+    reader r(bytes);
+    r.skip(offset, "header");
+    if (!is_at) {
+      reinterpret_cast<async_invoker>(ser::registry::lookup(id))(r);
+      return;
+    }
+    writer reply;
+    reply & msg::at_reply & token;
+    const std::size_t status_at = reply.size();
+    reply & std::uint8_t{1};
+    try {
+      reinterpret_cast<at_invoker>(ser::registry::lookup(id))(r, reply);
+    } catch (...) {
+      reply.bytes().resize(status_at);
+      reply & std::uint8_t{0};
+      encode_exception(reply, std::current_exception());
+    }
+    send(reply_to, std::move(reply));
+  }
+};
+
+void deliver_activity(int src, reader& r, std::span<const std::byte> bytes, bool is_at) {
+  fid f{};
+  r & f.home & f.serial;
+  auto t = std::make_unique<remote_task>();
+  t->is_at = is_at;
+  t->reply_to = src;
+  r & t->token & t->id;
+  t->offset = r.position();
+  t->bytes.assign(bytes.begin(), bytes.end());
+  finish_state& fs = count_receipt(f);
+  t->governing = &fs;
+  t->innermost = &fs;
+  the_scheduler()->submit(as_item(t.release()));
+}
+
+void deliver_report(int src, reader& r) {
+  dist_state& d = *g_dist;
+  std::uint64_t serial = 0;
+  r & serial;
+  const std::size_t n = r.read_length(12, "report");
+  std::vector<std::pair<int, long>> sends(n);
+  for (auto& [dst, count] : sends) {
+    std::int32_t dd = 0;
+    std::int64_t cc = 0;
+    r & dd & cc;
+    if (dd < 0 || dd >= d.size) throw serialization_error("apgas: malformed report: place " + std::to_string(dd));
+    dst = dd;
+    count = static_cast<long>(cc);
+  }
+  std::int64_t receipts = 0;
+  r & receipts;
+  const std::size_t ne = r.read_length(1, "report exceptions");
+  std::vector<std::exception_ptr> es;
+  for (std::size_t i = 0; i < ne; ++i) es.push_back(decode_exception(r));
+
+  finish_state* fs = nullptr;
+  {
+    std::lock_guard lock(d.mutex);
+    auto it = d.homes.find(serial);
+    if (it == d.homes.end()) {
+      std::fprintf(stderr, "apgas: place %d: a report from place %d for finish %llu, which is not alive here\n",
+                   d.rank, src, static_cast<unsigned long long>(serial));
+      return;
+    }
+    fs = it->second;
+  }
+  for (auto& e : es) fs->add_exception(std::move(e));
+  dist_home& h = *fs->dist();
+  std::unique_lock hl(h.mutex);
+  for (auto [dst, count] : sends) h.add(dst, count);
+  h.add(src, -receipts);
+  check_termination_locked(*fs, h, hl);
+}
+
+void deliver_reply(reader& r, std::span<const std::byte> bytes) {
+  dist_state& d = *g_dist;
+  std::uint64_t token = 0;
+  std::uint8_t ok = 0;
+  r & token & ok;
+  pending_at* p = nullptr;
+  {
+    std::lock_guard lock(d.mutex);
+    auto it = d.ats.find(token);
+    if (it == d.ats.end()) throw serialization_error("apgas: malformed message: unknown at reply token");
+    p = it->second;
+    d.ats.erase(it);
+  }
+  p->ok = ok != 0;
+  p->reply.assign(bytes.begin() + static_cast<std::ptrdiff_t>(r.position()), bytes.end());
+  p->done.signal();
+}
+
+void deliver_team(reader& r, bool result, int src, std::span<const std::byte> bytes) {
+  dist_state& d = *g_dist;
+  std::uint64_t seq = 0;
+  r & seq;
+  std::vector<std::byte> payload(bytes.begin() + static_cast<std::ptrdiff_t>(r.position()), bytes.end());
+  completion* wake_it = nullptr;
+  {
+    std::lock_guard lock(d.mutex);
+    team_slot& s = d.team[seq];
+    if (result) {
+      s.result = std::move(payload);
+      s.has_result = true;
+    } else {
+      if (s.parts.empty()) s.parts.resize(static_cast<std::size_t>(d.size));
+      s.parts[static_cast<std::size_t>(src)] = std::move(payload);
+      s.arrived += 1;
+    }
+    const bool ready = result || s.arrived == d.size - 1;
+    if (ready && s.waiter != nullptr) wake_it = std::exchange(s.waiter, nullptr);
+  }
+  if (wake_it != nullptr) wake_it->signal();
+}
+
+bool poll_hook(void* ctx) { return static_cast<dist_state*>(ctx)->tp->poll(*static_cast<dist_state*>(ctx)); }
+
+}  // namespace
+
+void dist_state::on_message(int src, std::span<const std::byte> bytes) {
+  try {
+    reader r(bytes);
+    msg kind{};
+    r & kind;
+    switch (kind) {
+      case msg::async_activity: deliver_activity(src, r, bytes, false); break;
+      case msg::at_activity: deliver_activity(src, r, bytes, true); break;
+      case msg::at_reply: deliver_reply(r, bytes); break;
+      case msg::report: deliver_report(src, r); break;
+      case msg::shutdown: {
+        std::int32_t code = 0;
+        r & code;
+        exit_code.store(code, std::memory_order_release);
+        exit_code.notify_all();
+        break;
+      }
+      case msg::team_contrib: deliver_team(r, false, src, bytes); break;
+      case msg::team_result: deliver_team(r, true, src, bytes); break;
+      default:
+        throw serialization_error("apgas: malformed message: unknown message kind " +
+                                  std::to_string(static_cast<int>(kind)));
+    }
+  } catch (const std::exception& e) {
+    // A malformed message names no finish we could charge: report it and drop it; the place stays up.
+    std::fprintf(stderr, "apgas: place %d dropped a message of %zu bytes from place %d: %s\n", rank, bytes.size(), src,
+                 e.what());
+  }
+}
+
+// ---- entry points used by the templates (remote.hpp) ----
+
+writer begin_message() {
+  writer w(256);
+  w.bytes().resize(message_header_bytes);  // filled in by send_async/send_at once the finish is known
+  return w;
+}
+
+namespace {
+// Every activity message has the same header layout (the token is 0 for async), so the payload's offset — and the
+// alignment of the spans in it — is fixed before the header is written.
+void write_header(writer& w, msg kind, fid f, std::uint64_t token, std::uint32_t id) {
+  writer h;
+  h & kind & f.home & f.serial & token & id;
+  std::memcpy(w.bytes().data(), h.bytes().data(), message_header_bytes);
+}
+}  // namespace
+
+void send_async(place p, std::uint32_t id, writer&& w) {
+  task& cur = require_unrestricted_activity("apgas::async_at");
+  const fid f = count_send(*cur.innermost, p.id());
+  write_header(w, msg::async_activity, f, 0, id);
+  send(p.id(), std::move(w));
+}
+
+std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
+  task& cur = require_unrestricted_activity("apgas::at");
+  dist_state& d = *g_dist;
+  pending_at pending;
+  std::uint64_t token = 0;
+  {
+    std::lock_guard lock(d.mutex);
+    token = d.next_token++;
+    d.ats.emplace(token, &pending);
+  }
+  const fid f = count_send(*cur.innermost, p.id());
+  write_header(w, msg::at_activity, f, token, id);
+  send(p.id(), std::move(w));
+  pending.done.wait();
+  if (!pending.ok) {
+    reader r(pending.reply);
+    std::rethrow_exception(decode_exception(r));
+  }
+  return std::move(pending.reply);
+}
+
+// ---- distributed finish: the hooks called by finish_state ----
+
+void home_quiescent(finish_state& fs) noexcept {
+  dist_home& h = *fs.dist();
+  std::unique_lock hl(h.mutex);
+  check_termination_locked(fs, h, hl);
+}
+
+void home_done(finish_state& fs) noexcept {
+  dist_home* h = fs.dist();
+  {
+    std::lock_guard lock(g_dist->mutex);
+    g_dist->homes.erase(h->serial);
+  }
+  fs.set_dist(nullptr);
+  delete h;
+}
+
+void proxy_complete(finish_state& fs) noexcept {
+  auto& p = static_cast<proxy&>(fs);
+  dist_state& d = *g_dist;
+  {
+    std::lock_guard lock(d.mutex);
+    if (p.add_count(-1) != 0) return;
+    d.proxies.erase({p.home, p.serial});
+  }
+  // Quiescent: one report with everything since the proxy was created, then the proxy is gone.
+  try {
+    writer w;
+    w & msg::report & p.serial;
+    w.write_length(p.sends.size());
+    for (auto [dst, count] : p.sends) w & static_cast<std::int32_t>(dst) & static_cast<std::int64_t>(count);
+    w & static_cast<std::int64_t>(p.receipts);
+    std::vector<std::exception_ptr> es = p.take_exceptions();
+    w.write_length(es.size());
+    for (const auto& e : es) encode_exception(w, e);
+    send(static_cast<int>(p.home), std::move(w));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "apgas: place %d could not report to place %llu: %s\n", d.rank,
+                 static_cast<unsigned long long>(p.home), e.what());
+    std::abort();  // the finish at the home could never terminate
+  }
+  delete &p;
+}
+
+// ---- teams ----
+
+std::vector<std::vector<std::byte>> team_gather(std::vector<std::byte> mine) {
+  require_unrestricted_activity("apgas::team");
+  dist_state& d = *g_dist;
+  std::uint64_t seq = 0;
+  {
+    std::lock_guard lock(d.mutex);
+    seq = ++d.team_seq;
+  }
+  if (d.rank != 0) {
+    writer w;
+    w & msg::team_contrib & seq;
+    w.write_bytes(mine.data(), mine.size());
+    send(0, std::move(w));
+    return {};
+  }
+  completion c;
+  bool wait = false;
+  {
+    std::lock_guard lock(d.mutex);
+    team_slot& s = d.team[seq];
+    if (s.parts.empty()) s.parts.resize(static_cast<std::size_t>(d.size));
+    if (s.arrived != d.size - 1) {
+      s.waiter = &c;
+      wait = true;
+    }
+  }
+  if (wait) c.wait();
+  std::lock_guard lock(d.mutex);
+  auto it = d.team.find(seq);
+  std::vector<std::vector<std::byte>> parts = std::move(it->second.parts);
+  d.team.erase(it);
+  parts[0] = std::move(mine);
+  return parts;
+}
+
+std::vector<std::byte> team_scatter(std::vector<std::byte> result) {
+  require_unrestricted_activity("apgas::team");
+  dist_state& d = *g_dist;
+  std::uint64_t seq = 0;
+  {
+    std::lock_guard lock(d.mutex);
+    seq = ++d.team_seq;
+  }
+  if (d.rank == 0) {
+    for (int p = 1; p < d.size; ++p) {
+      writer w;
+      w & msg::team_result & seq;
+      w.write_bytes(result.data(), result.size());
+      send(p, std::move(w));
+    }
+    return result;
+  }
+  completion c;
+  bool wait = false;
+  {
+    std::lock_guard lock(d.mutex);
+    team_slot& s = d.team[seq];
+    if (!s.has_result) {
+      s.waiter = &c;
+      wait = true;
+    }
+  }
+  if (wait) c.wait();
+  std::lock_guard lock(d.mutex);
+  auto it = d.team.find(seq);
+  std::vector<std::byte> out = std::move(it->second.result);
+  d.team.erase(it);
+  return out;
+}
+
+int team_rank() noexcept { return g_dist != nullptr ? g_dist->rank : 0; }
+int team_size() noexcept { return g_dist != nullptr ? g_dist->size : 1; }
+
+// ---- life cycle (runtime.cpp) ----
+
+namespace {
+std::unique_ptr<transport::transport>& the_transport() {
+  static std::unique_ptr<transport::transport> t;  // one per process, for every run; destroyed at exit
+  return t;
+}
+bool g_fingerprint_checked = false;
+}  // namespace
+
+transport::transport& transport_for_run() {
+  auto& t = the_transport();
+  if (!t) t = transport::make_from_env();
+  if (!g_fingerprint_checked) {
+    ser::registry::seal();
+    const std::uint64_t mine = ser::registry::fingerprint() ^ program_fingerprint();
+    std::vector<std::byte> all = t->allgather(std::as_bytes(std::span(&mine, 1)));
+    for (int p = 0; p < t->size(); ++p) {
+      std::uint64_t theirs = 0;
+      std::memcpy(&theirs, all.data() + static_cast<std::size_t>(p) * sizeof theirs, sizeof theirs);
+      if (theirs != mine) {
+        throw transport_error("apgas: place " + std::to_string(p) + " runs a different program (build fingerprint " +
+                              std::to_string(theirs) + ", place " + std::to_string(t->rank()) + " has " +
+                              std::to_string(mine) + "): every process of a run must start the same binary");
+      }
+    }
+    g_fingerprint_checked = true;
+  }
+  return *t;
+}
+
+void dist_start(transport::transport& tp) {
+  auto* d = new dist_state;
+  d->tp = &tp;
+  d->rank = tp.rank();
+  d->size = tp.size();
+  g_dist = d;
+  if (d->size > 1) d->hook = add_progress_hook(&poll_hook, d);
+}
+
+bool dist_multi_host() noexcept { return g_dist != nullptr && g_dist->size > 1; }
+
+void dist_shutdown_others(int code) {
+  for (int p = 1; p < g_dist->size; ++p) {
+    writer w;
+    w & msg::shutdown & static_cast<std::int32_t>(code);
+    send(p, std::move(w));
+  }
+}
+
+int dist_wait_shutdown() {
+  int code = g_dist->exit_code.load(std::memory_order_acquire);
+  while (code < 0) {
+    g_dist->exit_code.wait(code, std::memory_order_acquire);
+    code = g_dist->exit_code.load(std::memory_order_acquire);
+  }
+  return code;
+}
+
+void dist_stop() {
+  dist_state* d = g_dist;
+  if (d->hook >= 0) remove_progress_hook(d->hook);
+}
+
+void dist_finalize(transport::transport& tp) {
+  tp.barrier();  // nothing is in flight any more: every place has stopped its workers
+  delete g_dist;
+  g_dist = nullptr;
+}
+
+}  // namespace apgas::detail
+
+namespace apgas::detail {
+namespace {
+int note_cb(dl_phdr_info* info, std::size_t, void* out) {
+  // The first object is the executable: hash its GNU build id note.
+  auto* h = static_cast<std::uint64_t*>(out);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    const auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+    const unsigned char* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const unsigned char* name = p + sizeof(ElfW(Nhdr));
+      const unsigned char* desc = name + ((n->n_namesz + 3u) & ~3u);
+      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+        for (unsigned k = 0; k < n->n_descsz; ++k) {
+          *h ^= desc[k];
+          *h *= 1099511628211ull;
+        }
+        return 1;
+      }
+      p = desc + ((n->n_descsz + 3u) & ~3u);
+    }
+  }
+  return 1;  // only the executable
+}
+}  // namespace
+
+std::uint64_t program_fingerprint() {
+  std::uint64_t h = 1469598103934665603ull;
+  dl_iterate_phdr(&note_cb, &h);
+  return h;
+}
+
+void kernel_to_other_host(place p) {
+  throw illegal_operation_exception("apgas: place " + std::to_string(p.id()) +
+                                    " is another host: kernel closures are not yet routed to other hosts (run them "
+                                    "from an activity at that host: at(p, [] { async_at(here(), kernel); }))");
+}
+
+void clocked_to_other_host(place p) {
+  throw illegal_operation_exception("apgas::clocked_async_at: place " + std::to_string(p.id()) +
+                                    " is another host, and clocks are local to one host place in this version");
+}
+
+}  // namespace apgas::detail

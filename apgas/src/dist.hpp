@@ -1,0 +1,26 @@
+#pragma once
+// The runtime across host places (dist.cpp): what runtime.cpp calls to start and stop it.
+#include <apgas/transport/transport.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace apgas::detail {
+
+/// kind, finish home, finish serial, reply token, closure id.
+inline constexpr std::size_t message_header_bytes = 1 + 8 + 8 + 8 + 4;
+
+/// The process's transport, created from the environment on first use; on the first call of the process also checks
+/// that every place runs the same program (transport_error naming the place otherwise).
+transport::transport& transport_for_run();
+/// A hash of the running executable's build id (or its path and size when it has none).
+std::uint64_t program_fingerprint();
+
+void dist_start(transport::transport& tp);   // before the workers start
+bool dist_multi_host() noexcept;
+void dist_shutdown_others(int code);          // place 0, once the main activity has ended
+int dist_wait_shutdown();                     // other places: blocks the calling (non-worker) thread
+void dist_stop();                             // before the workers stop: no more polling
+void dist_finalize(transport::transport& tp); // after the workers stopped
+
+}  // namespace apgas::detail

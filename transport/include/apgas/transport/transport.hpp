@@ -1,0 +1,62 @@
+#pragma once
+/// @file transport.hpp
+/// The seam between the runtime and the network: moves bytes between host places. Not API for applications; the
+/// runtime (apgas/src/dist.cpp) is its only user, and it never sees user types — only messages already encoded.
+///
+/// Contract (every backend):
+///  - rank()/size(): this host place and the number of host places; fixed for the life of the process.
+///  - send(dst, bytes): an active message, asynchronous, from any thread. Ownership of the bytes is taken. Delivery
+///    is reliable and exactly once, but the runtime does NOT assume any order between two messages (the test shim
+///    reorders on purpose). dst == rank() is allowed (delivered like any other message).
+///  - poll(handler): makes progress (completes sends, receives) and delivers arrived messages to `handler`, on the
+///    calling thread. Any thread may call it; concurrent calls are serialised by the backend (a caller that finds
+///    another poller at work returns false at once). Returns true when it delivered or completed something.
+///    The handler may call send(); it must not call poll().
+///  - barrier() / allgather(): blocking collectives for start-up and shut-down only, called by one thread per process
+///    while no worker polls.
+///  - Message buffers handed to the handler are 16-byte aligned (serialization relies on it for zero-copy spans).
+///  - Errors (a peer that cannot be reached, a failed call) throw apgas::transport_error naming the backend, the peer
+///    and the call.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace apgas::transport {
+
+class handler {
+ public:
+  virtual void on_message(int src, std::span<const std::byte> bytes) = 0;
+
+ protected:
+  ~handler() = default;
+};
+
+class transport {
+ public:
+  virtual ~transport() = default;
+  virtual const char* name() const noexcept = 0;
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  virtual void send(int dst, std::vector<std::byte> bytes) = 0;
+  virtual bool poll(handler& h) = 0;
+  virtual void barrier() = 0;
+  /// Every process contributes `mine` (the same size everywhere); returns size() * mine.size() bytes, by rank.
+  virtual std::vector<std::byte> allgather(std::span<const std::byte> mine) = 0;
+  /// Largest message send() accepts (the runtime splits bulk data into pieces of at most this size).
+  virtual std::size_t max_message() const noexcept = 0;
+};
+
+/// The backend chosen by APGAS_TRANSPORT (local, mpi, ofi) or auto-detected: mpi (else ofi) when the process was
+/// started by an MPI launcher and the backend is built in, otherwise local. An invalid or unavailable choice throws
+/// apgas::config_error naming the variable, the value and the backends this build has.
+/// APGAS_TRANSPORT_SHIM=reorder wraps the backend in a shim that delays and reorders messages (tests).
+std::unique_ptr<transport> make_from_env();
+
+/// Backends built into this library, e.g. "local mpi ofi".
+std::string built_backends();
+
+}  // namespace apgas::transport

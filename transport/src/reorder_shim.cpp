@@ -1,0 +1,86 @@
+// The reorder shim (APGAS_TRANSPORT_SHIM=reorder): wraps a backend and holds every outgoing message for a random
+// number of poll rounds, then sends the held messages in a random order. Used by tests to show that the runtime's
+// protocols (distributed finish above all) do not depend on delivery order or timing. barrier() first flushes.
+#include "transports.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace apgas::transport {
+namespace {
+
+class reorder_shim final : public transport {
+ public:
+  explicit reorder_shim(std::unique_ptr<transport> inner)
+      : inner_(std::move(inner)), rng_(0x5eed + static_cast<unsigned>(inner_->rank())) {}
+
+  const char* name() const noexcept override { return inner_->name(); }
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  std::size_t max_message() const noexcept override { return inner_->max_message(); }
+
+  void send(int dst, std::vector<std::byte> bytes) override {
+    std::lock_guard lock(mutex_);
+    held_.push_back({dst, static_cast<int>(rng_() % 12), std::move(bytes)});
+  }
+
+  bool poll(handler& h) override {
+    std::vector<held> ready;
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = 0; i < held_.size();) {
+        if (held_[i].rounds-- <= 0) {
+          ready.push_back(std::move(held_[i]));
+          held_[i] = std::move(held_.back());
+          held_.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      std::shuffle(ready.begin(), ready.end(), rng_);
+    }
+    for (auto& m : ready) inner_->send(m.dst, std::move(m.bytes));
+    const bool delivered = inner_->poll(h);
+    return delivered || !ready.empty();
+  }
+
+  void barrier() override {
+    flush();
+    inner_->barrier();
+  }
+  std::vector<std::byte> allgather(std::span<const std::byte> mine) override {
+    flush();
+    return inner_->allgather(mine);
+  }
+
+ private:
+  struct held {
+    int dst;
+    int rounds;
+    std::vector<std::byte> bytes;
+  };
+  void flush() {
+    std::vector<held> all;
+    {
+      std::lock_guard lock(mutex_);
+      all.swap(held_);
+    }
+    for (auto& m : all) inner_->send(m.dst, std::move(m.bytes));
+  }
+
+  std::unique_ptr<transport> inner_;
+  std::mutex mutex_;
+  std::minstd_rand rng_;
+  std::vector<held> held_;
+};
+
+}  // namespace
+
+std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner) {
+  return std::make_unique<reorder_shim>(std::move(inner));
+}
+
+}  // namespace apgas::transport

@@ -1,0 +1,47 @@
+#pragma once
+// Backend factories (one per built backend) and helpers shared by the backends. Private to transport/.
+#include <apgas/transport/transport.hpp>
+
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <span>
+
+namespace apgas::transport {
+
+std::unique_ptr<transport> make_local();
+std::unique_ptr<transport> make_mpi();
+std::unique_ptr<transport> make_ofi();
+std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner);
+/// True when an MPI-style launcher (mpirun, srun) started this process.
+bool launched_by_mpi() noexcept;
+
+/// A heap buffer aligned to 16 bytes (what handlers are promised).
+class aligned_buffer {
+ public:
+  aligned_buffer() = default;
+  explicit aligned_buffer(std::size_t n)
+      : p_(static_cast<std::byte*>(::operator new(n == 0 ? 1 : n, std::align_val_t{16}))), n_(n) {}
+  aligned_buffer(aligned_buffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  aligned_buffer& operator=(aligned_buffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~aligned_buffer() {
+    if (p_ != nullptr) ::operator delete(p_, std::align_val_t{16});
+  }
+  std::byte* data() noexcept { return p_; }
+  std::size_t size() const noexcept { return n_; }
+  std::span<const std::byte> span() const noexcept { return {p_, n_}; }
+
+ private:
+  std::byte* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+}  // namespace apgas::transport
