@@ -64,6 +64,25 @@ function(apgas_add_test component feature)
   endif()
 endfunction()
 
+# apgas_add_mpi_run(<ctest name> <test target> NPROCS <n> [LABELS ...] [ENV ...] [TIMEOUT <s>] [ARGS ...])
+#   Another ctest entry for an executable made by apgas_add_test: run under mpiexec with n processes.
+function(apgas_add_mpi_run name target)
+  cmake_parse_arguments(PARSE_ARGV 2 T "" "NPROCS;TIMEOUT" "LABELS;ENV;ARGS")
+  if(NOT T_NPROCS MATCHES "^[1-9][0-9]*$")
+    message(FATAL_ERROR "apgas_add_mpi_run(${name}): NPROCS '${T_NPROCS}' is not a process count")
+  endif()
+  if(NOT DEFINED T_TIMEOUT)
+    set(T_TIMEOUT 600)
+  endif()
+  add_test(NAME ${name}
+           COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe -np ${T_NPROCS}
+                   ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+  set_tests_properties(${name} PROPERTIES PROCESSORS ${T_NPROCS} LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+  if(T_ENV)
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${T_ENV}")
+  endif()
+endfunction()
+
 function(apgas_add_neg_test name)
   cmake_parse_arguments(PARSE_ARGV 1 T "" "SOURCE;REGEX" "")
   if(T_UNPARSED_ARGUMENTS OR NOT T_SOURCE OR NOT T_REGEX)

@@ -1,4 +1,5 @@
 #include <apgas/error.hpp>
+#include <apgas/transport/transport.hpp>
 #include <apgas/runtime.hpp>
 
 #include <cctype>
@@ -68,8 +69,10 @@ config config::from_env() {
     c.stack_size = static_cast<std::size_t>(*n);
   }
   if (auto v = env("APGAS_TRANSPORT")) {
-    if (*v != "local") {
-      reject("APGAS_TRANSPORT", *v, "'local' (the only transport built into this library)");
+    // The backend itself is created at start-up (transport/src/select.cpp); here only the name is checked, so
+    // that a typo is reported as early as the other variables.
+    if (*v != "local" && *v != "mpi" && *v != "ofi") {
+      reject("APGAS_TRANSPORT", *v, "local, mpi or ofi (this build has: " + transport::built_backends() + ")");
     }
   }
   return c;

@@ -6,6 +6,7 @@
 #include <apgas/activity.hpp>
 #include <apgas/atomic.hpp>
 #include <apgas/clock.hpp>
+#include <apgas/global.hpp>
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
 #include <apgas/reducer.hpp>

@@ -462,6 +462,19 @@ reader& reader::operator&(T& v) {
   return *this;
 }
 
+/// A contiguous array sent without extra copies: encoded with writer::write_span, decoded as a view into the
+/// message (valid while the activity that received it runs). Use it as an argument of async_at/at.
+template <class T>
+struct span_view {
+  std::span<const T> data;
+};
+
+template <class T>
+struct serializer<span_view<T>> {
+  static void save(writer& w, const span_view<T>& v) { w.write_span(v.data); }
+  static void load(reader& r, span_view<T>& v) { v.data = r.template read_span<T>(); }
+};
+
 /// Encode values into a new message.
 template <class... Ts>
 std::vector<std::byte> serialize(const Ts&... vs) {

@@ -1,0 +1,330 @@
+#pragma once
+/// @file global.hpp
+/// Global data: references to objects at their home place, one instance per place, arrays that live at a place,
+/// and copies between places counted by finish.
+///
+/// global_ref, place_local_handle and remote_array are small trivially copyable values: closures may capture them
+/// and send them anywhere. Their data is only reachable at their home (bad_place_exception elsewhere); to use it
+/// from another place, go there with at/async_at or copy it with async_copy. The address inside a global_ref or a
+/// remote_array is an opaque token at every place but the home (it is never dereferenced anywhere else).
+
+#include <apgas/activity.hpp>
+#include <apgas/error.hpp>
+#include <apgas/place.hpp>
+#include <apgas/serialization/archive.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace apgas {
+
+namespace detail {
+[[noreturn]] void not_at_home(const char* what, int home);
+/// The host place of the caller (bad outside a run).
+int here_id();
+void* place_local_get(std::uint64_t id);
+void place_local_put(std::uint64_t id, void* obj, void (*destroy)(void*));
+void place_local_erase(std::uint64_t id);
+std::uint64_t place_local_new_id();
+}  // namespace detail
+
+/// A reference to an object at its home place. The object must outlive every use.
+template <class T>
+class global_ref {
+ public:
+  global_ref() = default;
+  place home() const noexcept { return place(home_); }
+  /// The object; only at home (bad_place_exception elsewhere).
+  T& operator*() const {
+    if (detail::here_id() != home_) detail::not_at_home("apgas::global_ref", home_);
+    return *reinterpret_cast<T*>(addr_);
+  }
+  T* operator->() const { return &**this; }
+  friend bool operator==(const global_ref&, const global_ref&) = default;
+
+ private:
+  template <class U>
+  friend global_ref<U> make_global_ref(U& object);
+  int home_ = -1;
+  std::uintptr_t addr_ = 0;
+};
+
+template <class T>
+global_ref<T> make_global_ref(T& object) {
+  global_ref<T> r;
+  r.home_ = detail::here_id();
+  r.addr_ = reinterpret_cast<std::uintptr_t>(&object);
+  return r;
+}
+
+/// One instance of T per place of a group; operator* gives the calling place's instance.
+template <class T>
+class place_local_handle {
+ public:
+  place_local_handle() = default;
+  /// This place's instance; bad_place_exception at a place that has none.
+  T& operator*() const { return *static_cast<T*>(detail::place_local_get(id_)); }
+  T* operator->() const { return &**this; }
+  std::uint64_t id() const noexcept { return id_; }
+
+ private:
+  template <class U, class Init>
+  friend place_local_handle<U> make_place_local(std::span<const place> ps, Init init);
+  std::uint64_t id_ = 0;
+};
+
+/// Create, at every place of `ps`, the instance init() returns (init runs at that place; it is shipped like an
+/// async_at closure). Returns when every instance exists.
+template <class T, class Init>
+place_local_handle<T> make_place_local(std::span<const place> ps, Init init) {
+  detail::check_shippable<Init>();
+  place_local_handle<T> h;
+  h.id_ = detail::place_local_new_id();
+  const std::uint64_t id = h.id_;
+  finish([&] {
+    for (place p : ps) {
+      async_at(p, [id, init] {
+        detail::place_local_put(id, new T(init()), [](void* o) { delete static_cast<T*>(o); });
+      });
+    }
+  });
+  return h;
+}
+
+/// Destroy the instances of `h` at every place of `ps`.
+template <class T>
+void free_place_local(place_local_handle<T> h, std::span<const place> ps) {
+  const std::uint64_t id = h.id();
+  finish([&] {
+    for (place p : ps) async_at(p, [id] { detail::place_local_erase(id); });
+  });
+}
+
+/// An array of n T that lives at a place. T must be trivially copyable.
+template <class T>
+class remote_array {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::remote_array<T>: T must be trivially copyable");
+
+ public:
+  remote_array() = default;
+  place home() const noexcept { return place(home_); }
+  std::size_t size() const noexcept { return n_; }
+  /// The elements; only at home (bad_place_exception elsewhere).
+  T* data() const {
+    if (detail::here_id() != home_) detail::not_at_home("apgas::remote_array", home_);
+    return reinterpret_cast<T*>(addr_);
+  }
+  T& operator[](std::size_t i) const { return data()[i]; }
+  /// The address token (meaningful only at home).
+  std::uintptr_t token() const noexcept { return addr_; }
+  static remote_array from_token(int home, std::uintptr_t addr, std::size_t n) noexcept {
+    remote_array a;
+    a.home_ = home;
+    a.addr_ = addr;
+    a.n_ = n;
+    return a;
+  }
+
+ private:
+  int home_ = -1;
+  std::uintptr_t addr_ = 0;
+  std::size_t n_ = 0;
+};
+
+namespace detail {
+template <class T>
+void check_array_place(place p, const char* what) {
+  place_of(p.id());
+  if (p.is_cuda()) {
+    throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(p.id()) +
+                                      " is a GPU place; GPU arrays need the CUDA backend");
+  }
+}
+template <class T>
+void check_range(const char* what, std::size_t off, std::size_t n, std::size_t size) {
+  if (off > size || n > size - off) {
+    throw bad_place_exception(std::string(what) + ": elements [" + std::to_string(off) + ", " +
+                              std::to_string(off + n) + ") are outside the array of " + std::to_string(size));
+  }
+}
+}  // namespace detail
+
+/// n zero-filled elements at p.
+template <class T>
+remote_array<T> make_remote_array(place p, std::size_t n) {
+  detail::check_array_place<T>(p, "apgas::make_remote_array");
+  const std::uintptr_t a = at(p, [n] { return reinterpret_cast<std::uintptr_t>(new T[n]()); });
+  return remote_array<T>::from_token(p.id(), a, n);
+}
+
+/// n copies of value at p.
+template <class T>
+remote_array<T> make_remote_array(place p, std::size_t n, const T& value) {
+  detail::check_array_place<T>(p, "apgas::make_remote_array");
+  const std::uintptr_t a = at(
+      p,
+      [n](T v) {
+        T* d = new T[n];
+        for (std::size_t i = 0; i < n; ++i) d[i] = v;
+        return reinterpret_cast<std::uintptr_t>(d);
+      },
+      value);
+  return remote_array<T>::from_token(p.id(), a, n);
+}
+
+/// A clone of init at p.
+template <class T>
+remote_array<T> make_remote_array(place p, std::span<const T> init) {
+  detail::check_array_place<T>(p, "apgas::make_remote_array");
+  const std::size_t n = init.size();
+  const std::uintptr_t a = at(
+      p,
+      [n](span_view<T> v) {
+        T* d = new T[n];
+        if (n != 0) std::memcpy(d, v.data.data(), n * sizeof(T));
+        return reinterpret_cast<std::uintptr_t>(d);
+      },
+      span_view<T>{init});
+  return remote_array<T>::from_token(p.id(), a, n);
+}
+
+/// n elements gen(i) at p; gen is evaluated at the caller.
+template <class T, class Gen>
+  requires std::is_invocable_r_v<T, Gen&, std::size_t>
+remote_array<T> make_remote_array(place p, std::size_t n, Gen gen) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = gen(i);
+  return make_remote_array(p, std::span<const T>(v));
+}
+
+/// Free the array at its home; a becomes empty.
+template <class T>
+void free_remote_array(remote_array<T>& a) {
+  if (a.token() == 0) return;
+  const std::uintptr_t addr = a.token();
+  at(a.home(), [addr] { delete[] reinterpret_cast<T*>(addr); });
+  a = remote_array<T>();
+}
+
+/// Copy src into dst[dst_off..]; counted by the enclosing finish (the data may only be read at dst once it ends).
+/// src is read before async_copy returns.
+template <class T>
+void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off = 0) {
+  detail::check_range<T>("apgas::async_copy", dst_off, src.size(), dst.size());
+  if (src.empty()) return;
+  const std::uintptr_t to = dst.token() + dst_off * sizeof(T);
+  if (dst.home() == here()) {
+    std::memcpy(reinterpret_cast<T*>(to), src.data(), src.size_bytes());
+    return;
+  }
+  async_at(dst.home(), [to](span_view<T> v) { std::memcpy(reinterpret_cast<T*>(to), v.data.data(), v.data.size_bytes()); },
+           span_view<T>{src});
+}
+
+/// Copy src[src_off .. src_off + dst.size()) into dst, a span at the calling place; counted by the enclosing
+/// finish (dst must stay alive, and is complete, when it ends).
+template <class T>
+void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
+  detail::check_range<T>("apgas::async_copy", src_off, dst.size(), src.size());
+  if (dst.empty()) return;
+  const std::uintptr_t from = src.token() + src_off * sizeof(T);
+  const std::uintptr_t to = reinterpret_cast<std::uintptr_t>(dst.data());
+  const std::size_t n = dst.size();
+  const place back = here();
+  async_at(src.home(), [from, to, n, back] {
+    async_at(back, [to](span_view<T> v) { std::memcpy(reinterpret_cast<T*>(to), v.data.data(), v.data.size_bytes()); },
+             span_view<T>{std::span<const T>(reinterpret_cast<const T*>(from), n)});
+  });
+}
+
+/// Copy n elements between two arrays (any places); counted by the enclosing finish.
+template <class T>
+void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, std::size_t dst_off, std::size_t n) {
+  detail::check_range<T>("apgas::async_copy", src_off, n, src.size());
+  detail::check_range<T>("apgas::async_copy", dst_off, n, dst.size());
+  if (n == 0) return;
+  const std::uintptr_t from = src.token() + src_off * sizeof(T);
+  async_at(src.home(), [from, dst, dst_off, n] {
+    async_copy(std::span<const T>(reinterpret_cast<const T*>(from), n), dst, dst_off);
+  });
+}
+
+/// SPMD collectives over every host place: one activity per host place calls each operation, in the same order.
+class team {
+ public:
+  static team world() noexcept { return team(); }
+  int size() const noexcept;
+  void barrier();
+  /// Element-wise reduction of every place's inout with op (op(a, b) -> T, associative and commutative); every
+  /// place gets the result. The spans must have the same length everywhere (illegal_operation_exception if not).
+  template <class T, class Op>
+  void allreduce(std::span<T> inout, Op op);
+  /// root's data replaces data everywhere (same length everywhere).
+  template <class T>
+  void broadcast(std::span<T> data, place root);
+};
+
+namespace detail {
+std::vector<std::vector<std::byte>> team_gather(std::vector<std::byte> mine);
+std::vector<std::byte> team_scatter(std::vector<std::byte> result);
+}  // namespace detail
+
+template <class T, class Op>
+void team::allreduce(std::span<T> inout, Op op) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::allreduce: T must be trivially copyable");
+  std::vector<std::byte> mine(inout.size_bytes());
+  if (!inout.empty()) std::memcpy(mine.data(), inout.data(), inout.size_bytes());
+  std::vector<std::vector<std::byte>> parts = detail::team_gather(std::move(mine));
+  std::vector<std::byte> result;
+  std::string mismatch;
+  if (!parts.empty()) {  // place 0 combines
+    std::vector<T> acc(inout.begin(), inout.end());
+    for (std::size_t p = 1; p < parts.size(); ++p) {
+      if (parts[p].size() != inout.size_bytes()) {
+        mismatch = "apgas::team::allreduce: place " + std::to_string(p) + " gave " +
+                   std::to_string(parts[p].size() / sizeof(T)) + " elements, place 0 gave " +
+                   std::to_string(inout.size());
+        continue;
+      }
+      const T* v = reinterpret_cast<const T*>(parts[p].data());
+      for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = op(acc[i], v[i]);
+    }
+    result.resize(mismatch.empty() ? acc.size() * sizeof(T) + 1 : 0);
+    if (mismatch.empty()) {
+      result[0] = std::byte{1};
+      if (!acc.empty()) std::memcpy(result.data() + 1, acc.data(), acc.size() * sizeof(T));
+    }
+  }
+  result = detail::team_scatter(std::move(result));
+  if (result.empty() || result.size() != inout.size_bytes() + 1) {
+    throw illegal_operation_exception(mismatch.empty() ? "apgas::team::allreduce: the places gave spans of "
+                                                         "different lengths"
+                                                       : mismatch);
+  }
+  if (!inout.empty()) std::memcpy(inout.data(), result.data() + 1, inout.size_bytes());
+}
+
+template <class T>
+void team::broadcast(std::span<T> data, place root) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::broadcast: T must be trivially copyable");
+  place_of(root.id());
+  const bool me = here() == root;
+  std::vector<std::byte> mine(me ? data.size_bytes() : 0);
+  if (me && !data.empty()) std::memcpy(mine.data(), data.data(), data.size_bytes());
+  std::vector<std::vector<std::byte>> parts = detail::team_gather(std::move(mine));
+  std::vector<std::byte> result;
+  if (!parts.empty()) result = std::move(parts[static_cast<std::size_t>(root.id())]);
+  result = detail::team_scatter(std::move(result));
+  if (result.size() != data.size_bytes()) {
+    throw illegal_operation_exception("apgas::team::broadcast: the root sent " + std::to_string(result.size()) +
+                                      " bytes, this place expects " + std::to_string(data.size_bytes()));
+  }
+  if (!data.empty()) std::memcpy(data.data(), result.data(), data.size_bytes());
+}
+
+}  // namespace apgas

@@ -1,0 +1,390 @@
+// The runtime across host places, in real processes: run under mpirun with 2 and 3 processes (ctest
+// apgas.dist.remote_np2 / _np3, and the same under the reordering shim). Every process runs the same gtest sequence;
+// each TEST is one apgas::run whose main activity runs at place 0 while the other places serve.
+#include <apgas/apgas.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+/// Run body as the main activity (place 0); every place's run must return 0.
+template <class F>
+void run_everywhere(F&& body) {
+  apgas::config cfg = apgas::config::from_env();
+  if (cfg.nthreads == 0) cfg.nthreads = 2;
+  bool finished = false;
+  const int rc = apgas::run(cfg, [&] {
+    body();
+    finished = true;
+  });
+  ASSERT_EQ(rc, 0);
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (rank == nullptr || std::string(rank) == "0") {
+    ASSERT_TRUE(finished);
+  }
+}
+
+struct custom_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct registered_error : std::runtime_error {
+  explicit registered_error(const std::string& s) : std::runtime_error(s) {}
+};
+const bool registered = (apgas::register_exception<registered_error>(), true);
+
+int nplaces() { return apgas::num_hosts(); }
+apgas::place next(apgas::place p) { return apgas::place((p.id() + 1) % apgas::num_hosts()); }
+
+TEST(Remote, TheTreeHasOneHostPerProcess) {
+  run_everywhere([] {
+    EXPECT_GE(nplaces(), 2);
+    EXPECT_EQ(apgas::here().id(), 0);
+    for (apgas::place p : apgas::places()) {
+      EXPECT_TRUE(p.is_host());
+      EXPECT_EQ(apgas::at(p, [] { return apgas::here().id(); }), p.id());
+    }
+  });
+}
+
+TEST(Remote, AtReturnsValuesOfEveryKind) {
+  run_everywhere([] {
+    for (apgas::place p : apgas::places()) {
+      EXPECT_EQ(apgas::at(p, [](int a, int b) { return a * b + apgas::here().id(); }, 6, 7), 42 + p.id());
+      const std::string s = apgas::at(p, [](std::string x) { return x + std::to_string(apgas::here().id()); },
+                                      std::string("place "));
+      EXPECT_EQ(s, "place " + std::to_string(p.id()));
+      std::map<std::string, std::vector<int>> m{{"a", {1, 2}}, {"b", {}}};
+      auto back = apgas::at(p, [](std::map<std::string, std::vector<int>> v) {
+        v["c"] = {apgas::here().id()};
+        return v;
+      }, m);
+      EXPECT_EQ(back.size(), 3u);
+      EXPECT_EQ(back["c"], std::vector<int>{p.id()});
+      EXPECT_EQ(back["a"], (std::vector<int>{1, 2}));
+      apgas::at(p, [] {});  // void
+    }
+  });
+}
+
+TEST(Remote, AsyncAtRunsThereAndFinishWaitsForIt) {
+  run_everywhere([] {
+    std::vector<std::atomic<int>> seen(static_cast<std::size_t>(nplaces()));
+    auto g = apgas::make_global_ref(seen);
+    apgas::finish([&] {
+      for (apgas::place p : apgas::places()) {
+        for (int k = 0; k < 50; ++k) {
+          apgas::async_at(p, [g](int v) {
+            const int where = apgas::here().id();
+            apgas::async_at(g.home(), [g](int w, int val) { (*g)[static_cast<std::size_t>(w)] += val; }, where, v);
+          }, k);
+        }
+      }
+    });
+    for (int p = 0; p < nplaces(); ++p) EXPECT_EQ(seen[static_cast<std::size_t>(p)].load(), 49 * 50 / 2);
+  });
+}
+
+TEST(Remote, AtChainAroundThePlaces) {
+  run_everywhere([] {
+    // p0 -> p1 -> p2 (or p0) -> p0: each hop appends its place.
+    const std::string path = apgas::at(apgas::place(1), [] {
+      const std::string a = std::to_string(apgas::here().id());
+      return a + apgas::at(next(apgas::here()), [] {
+        const std::string b = std::to_string(apgas::here().id());
+        return b + apgas::at(apgas::place(0), [] { return std::to_string(apgas::here().id()); });
+      });
+    });
+    EXPECT_EQ(path, nplaces() == 2 ? "100" : "120");
+  });
+}
+
+TEST(Remote, FinishGathersExceptionsFromEveryPlaceWithExactCounts) {
+  run_everywhere([] {
+    try {
+      apgas::finish([] {
+        for (apgas::place p : apgas::places()) {
+          for (int k = 0; k < 3; ++k) {
+            apgas::async_at(p, [](int kind) {
+              const std::string where = "at " + std::to_string(apgas::here().id());
+              switch (kind) {
+                case 0: throw std::out_of_range(where);
+                case 1: throw custom_error(where);
+                default: throw apgas::bad_place_exception(where);
+              }
+            }, k);
+          }
+          apgas::async_at(p, [] { throw registered_error("registered"); });
+        }
+      });
+      ADD_FAILURE() << "finish did not throw";
+    } catch (const apgas::multiple_exceptions& m) {
+      const std::size_t n = static_cast<std::size_t>(nplaces());
+      EXPECT_EQ(m.size(), 4 * n);
+      EXPECT_EQ(m.of_type<std::out_of_range>().size(), n);
+      EXPECT_EQ(m.of_type<apgas::bad_place_exception>().size(), n);
+      EXPECT_EQ(m.of_type<registered_error>().size(), n);
+      // custom_error is not registered: at place 0 it keeps its type, elsewhere it arrives as remote_error.
+      EXPECT_EQ(m.of_type<custom_error>().size(), 1u);
+      const auto remote = m.of_type<apgas::remote_error>();
+      ASSERT_EQ(remote.size(), n - 1);
+      for (const auto* e : remote) {
+        EXPECT_NE(e->type_name().find("custom_error"), std::string::npos) << e->type_name();
+        EXPECT_EQ(e->message().rfind("at ", 0), 0u);
+      }
+    }
+  });
+}
+
+TEST(Remote, AtRethrowsTheRemoteExceptionRaw) {
+  run_everywhere([] {
+    try {
+      apgas::at(apgas::place(1), [] { throw std::invalid_argument("bad at " + std::to_string(apgas::here().id())); });
+      ADD_FAILURE() << "at did not throw";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "bad at 1");
+    }
+    try {
+      apgas::at(apgas::place(1), [] { return apgas::place_of(1000).id(); });
+      ADD_FAILURE() << "at did not throw";
+    } catch (const apgas::bad_place_exception& e) {
+      EXPECT_NE(std::string(e.what()).find("1000"), std::string::npos);
+    }
+  });
+}
+
+TEST(Remote, AsyncsInsideARemoteAtReportToTheCallersFinish) {
+  run_everywhere([] {
+    std::atomic<int> done{0};
+    auto g = apgas::make_global_ref(done);
+    apgas::finish([&] {
+      apgas::at(apgas::place(1), [g] {
+        for (int i = 0; i < 20; ++i) {
+          apgas::async([g] { apgas::async_at(g.home(), [g] { *g += 1; }); });
+        }
+      });
+    });
+    EXPECT_EQ(done.load(), 20);
+  });
+}
+
+long serial_fib(int n) { return n < 2 ? n : serial_fib(n - 1) + serial_fib(n - 2); }
+
+long dist_fib(int n) {
+  if (n < 8) return serial_fib(n);
+  long x = 0;
+  long y = 0;
+  auto gx = apgas::make_global_ref(x);
+  apgas::finish([&] {
+    apgas::async_at(next(apgas::here()), [gx](int m) {
+      const long v = dist_fib(m);
+      apgas::async_at(gx.home(), [gx](long r) { *gx = r; }, v);
+    }, n - 1);
+    y = dist_fib(n - 2);
+  });
+  return x + y;
+}
+
+TEST(Remote, DistributedFibMatchesTheSerialOne) {
+  run_everywhere([] { EXPECT_EQ(dist_fib(17), serial_fib(17)); });
+}
+
+TEST(Remote, GlobalRefRoundTripAndHomeCheck) {
+  run_everywhere([] {
+    long value = 41;
+    auto g = apgas::make_global_ref(value);
+    const long seen = apgas::at(apgas::place(1), [g] {
+      EXPECT_THROW((void)*g, apgas::bad_place_exception);
+      return apgas::at(g.home(), [g] { return ++*g; });
+    });
+    EXPECT_EQ(seen, 42);
+    EXPECT_EQ(value, 42);
+  });
+}
+
+TEST(Remote, PlaceLocalHandleHasOneInstancePerPlace) {
+  run_everywhere([] {
+    auto h = apgas::make_place_local<std::vector<int>>(apgas::places(), [] {
+      return std::vector<int>(3, apgas::here().id() * 7);
+    });
+    for (apgas::place p : apgas::places()) {
+      EXPECT_EQ(apgas::at(p, [h] { return (*h)[2]; }), p.id() * 7);
+      apgas::at(p, [h] { h->push_back(1); });
+      EXPECT_EQ(apgas::at(p, [h] { return h->size(); }), 4u);
+    }
+    apgas::free_place_local(h, apgas::places());
+    EXPECT_THROW(apgas::at(apgas::place(1), [h] { return h->size(); }), apgas::bad_place_exception);
+  });
+}
+
+TEST(Remote, AsyncCopyOneByteTo64MiBBothWays) {
+  run_everywhere([] {
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, (std::size_t{1} << 20) + 3,
+                          std::size_t{64} << 20}) {
+      std::vector<std::uint8_t> src(n);
+      for (std::size_t i = 0; i < n; ++i) src[i] = static_cast<std::uint8_t>(i * 131 + n);
+      auto arr = apgas::make_remote_array<std::uint8_t>(apgas::place(1), n);
+      apgas::finish([&] { apgas::async_copy(std::span<const std::uint8_t>(src), arr); });
+      // Checked at the remote side...
+      const std::uint64_t remote_sum = apgas::at(apgas::place(1), [arr] {
+        std::uint64_t s = 0;
+        for (std::size_t i = 0; i < arr.size(); ++i) s = s * 31 + arr[i];
+        return s;
+      });
+      std::uint64_t local_sum = 0;
+      for (std::uint8_t b : src) local_sum = local_sum * 31 + b;
+      EXPECT_EQ(remote_sum, local_sum) << n << " bytes";
+      // ...and copied back.
+      std::vector<std::uint8_t> back(n, 0);
+      apgas::finish([&] { apgas::async_copy(arr, 0, std::span<std::uint8_t>(back)); });
+      EXPECT_TRUE(back == src) << n << " bytes";
+      if (nplaces() >= 3) {  // between two other places
+        auto arr2 = apgas::make_remote_array<std::uint8_t>(apgas::place(2), n);
+        apgas::finish([&] { apgas::async_copy(arr, 0, arr2, 0, n); });
+        std::vector<std::uint8_t> back2(n, 0);
+        apgas::finish([&] { apgas::async_copy(arr2, 0, std::span<std::uint8_t>(back2)); });
+        EXPECT_TRUE(back2 == src) << n << " bytes, place 1 -> place 2";
+        apgas::free_remote_array(arr2);
+      }
+      apgas::free_remote_array(arr);
+    }
+    auto small = apgas::make_remote_array<int>(apgas::place(1), 4, 9);
+    std::vector<int> five(5);
+    EXPECT_THROW(apgas::async_copy(std::span<const int>(five), small), apgas::bad_place_exception);
+    EXPECT_THROW((void)small.data(), apgas::bad_place_exception);
+    apgas::free_remote_array(small);
+  });
+}
+
+TEST(Remote, TeamCollectives) {
+  run_everywhere([] {
+    apgas::finish([] {
+      for (apgas::place p : apgas::places()) {
+        apgas::async_at(p, [] {
+          apgas::team t = apgas::team::world();
+          const int me = apgas::here().id();
+          const int n = t.size();
+          for (int round = 0; round < 5; ++round) {
+            std::vector<double> v(1024, me + 1.0);
+            v[0] = me * 10.0 + round;
+            t.allreduce(std::span<double>(v), [](double a, double b) { return a + b; });
+            EXPECT_DOUBLE_EQ(v[1], n * (n + 1) / 2.0);
+            EXPECT_DOUBLE_EQ(v[0], 10.0 * n * (n - 1) / 2 + n * round);
+            std::vector<long> b(3, me == 1 ? 100 + round : -1);
+            t.broadcast(std::span<long>(b), apgas::place(1));
+            EXPECT_EQ(b, std::vector<long>(3, 100 + round));
+            t.barrier();
+          }
+        });
+      }
+    });
+  });
+}
+
+TEST(Remote, BadPlacesAreRejected) {
+  run_everywhere([] {
+    EXPECT_THROW(apgas::async_at(apgas::place(nplaces()), [] {}), apgas::bad_place_exception);
+    EXPECT_THROW(apgas::at(apgas::place(-1), [] {}), apgas::bad_place_exception);
+  });
+}
+
+// ---- the (de)serialization-failure scenarios ----
+// A value whose serialization or deserialization throws at one chosen place. 16 scenarios:
+//   operation (at, async_at) x carrier (the outbound argument; the way back: at's result, or an async_at back to
+//   place 0) x phase (serialize, deserialize) x armed place (0, 1).
+// The failure happens iff the armed place is where that phase runs (outbound: serialize at 0, deserialize at 1;
+// way back: serialize at 1, deserialize at 0). Each outcome is asserted: no failure -> the value arrives; failure
+// -> exactly one std::runtime_error "bomb", raw from at, or as the single exception of the finish for async_at.
+struct bomb {
+  int value = 0;
+  int armed = -1;
+  int phase = 0;  // 0 serialize, 1 deserialize
+  template <class A>
+  void serialize(A& a) {
+    if constexpr (std::is_same_v<A, apgas::writer>) {
+      if (phase == 0 && armed == apgas::here().id()) throw std::runtime_error("bomb: serialize");
+      a & value & armed & phase;
+    } else {
+      a & value & armed & phase;
+      if (phase == 1 && armed == apgas::here().id()) throw std::runtime_error("bomb: deserialize");
+    }
+  }
+};
+
+struct scenario {
+  bool use_at;
+  bool way_back;
+  int phase;
+  int armed;
+};
+
+class Serialization : public testing::TestWithParam<int> {};
+
+TEST_P(Serialization, FailureScenario) {
+  const int s = GetParam();
+  const scenario sc{(s & 8) != 0, (s & 4) != 0, (s >> 1) & 1, s & 1};
+  const int phase_place = sc.way_back ? (sc.phase == 0 ? 1 : 0) : (sc.phase == 0 ? 0 : 1);
+  const bool fails = phase_place == sc.armed;
+  run_everywhere([&] {
+    std::atomic<int> arrived{0};
+    auto g = apgas::make_global_ref(arrived);
+    const bomb b{7, sc.armed, sc.phase};
+    std::exception_ptr caught;
+    int value = -1;
+    try {
+      if (sc.use_at) {
+        if (!sc.way_back) {
+          value = apgas::at(apgas::place(1), [](bomb x) { return x.value; }, b);
+        } else {
+          // the result carries the armed bomb on the way back
+          value = apgas::at(apgas::place(1), [](int armed, int phase) { return bomb{7, armed, phase}; }, sc.armed,
+                            sc.phase)
+                      .value;
+        }
+      } else {
+        apgas::finish([&] {
+          if (!sc.way_back) {
+            apgas::async_at(apgas::place(1), [g](bomb x) {
+              apgas::async_at(g.home(), [g](int v) { *g = v; }, x.value);
+            }, b);
+          } else {
+            apgas::async_at(apgas::place(1), [g](int armed, int phase) {
+              apgas::async_at(g.home(), [g](bomb x) { *g = x.value; }, bomb{7, armed, phase});
+            }, sc.armed, sc.phase);
+          }
+        });
+        value = arrived.load();
+      }
+    } catch (...) {
+      caught = std::current_exception();
+    }
+    if (!fails) {
+      EXPECT_FALSE(caught) << "scenario " << s << " should succeed";
+      EXPECT_EQ(value, 7);
+      return;
+    }
+    ASSERT_TRUE(caught) << "scenario " << s << " should fail";
+    try {
+      std::rethrow_exception(caught);
+    } catch (const apgas::multiple_exceptions& m) {
+      EXPECT_FALSE(sc.use_at) << "at must rethrow raw";
+      ASSERT_EQ(m.size(), 1u);
+      ASSERT_EQ(m.of_type<std::runtime_error>().size(), 1u);
+      EXPECT_EQ(std::string(m.of_type<std::runtime_error>()[0]->what()).rfind("bomb", 0), 0u);
+    } catch (const std::runtime_error& e) {
+      EXPECT_TRUE(sc.use_at) << "async_at failures are collected by the finish";
+      EXPECT_EQ(std::string(e.what()).rfind("bomb", 0), 0u) << e.what();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Sixteen, Serialization, testing::Range(0, 16));
+
+}  // namespace
