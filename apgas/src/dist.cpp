@@ -54,7 +54,11 @@ enum class msg : std::uint8_t {
   shutdown,            // i32 exit code
   team_contrib,        // u64 seq, bytes (to place 0)
   team_result,         // u64 seq, bytes (from place 0)
+  bulk_put,            // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
+  bulk_get,            // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
 };
+
+enum class target_kind : std::uint8_t { array = 0, ticket = 1 };
 
 struct dist_home {
   std::uint64_t serial = 0;
@@ -109,6 +113,8 @@ struct dist_state final : transport::handler {
   std::unordered_map<std::uint64_t, pending_at*> ats;
   std::uint64_t team_seq = 0;
   std::map<std::uint64_t, team_slot> team;
+  std::uint64_t next_ticket = 1;
+  std::unordered_map<std::uint64_t, std::span<std::byte>> tickets;  // where answers to our bulk_gets go
 
   std::atomic<int> exit_code{-1};  // set by the shutdown message
 
@@ -413,6 +419,70 @@ void deliver_team(reader& r, bool result, int src, std::span<const std::byte> by
   if (wake_it != nullptr) wake_it->signal();
 }
 
+// ---- bulk transfers (async_copy) ----
+// The announcing message is counted like an activity message; the receiving side counts the receipt and completes
+// that "activity" when the payload has landed (the transport's done callback), so the finish covers the data.
+
+void landed(void* ctx) { static_cast<finish_state*>(ctx)->complete(); }
+
+std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n);
+
+void deliver_put(int src, reader& r) {
+  fid f{};
+  std::uint32_t tag = 0;
+  target_kind kind{};
+  std::uint64_t where = 0, n = 0;
+  r & f.home & f.serial & tag & kind & where & n;
+  std::span<std::byte> target;
+  if (kind == target_kind::array) {
+    target = checked_array_range(where, n);
+  } else if (kind == target_kind::ticket) {
+    std::lock_guard lock(g_dist->mutex);
+    auto it = g_dist->tickets.find(where);
+    if (it == g_dist->tickets.end() || it->second.size() != n) {
+      throw serialization_error("apgas: malformed message: unknown copy ticket " + std::to_string(where));
+    }
+    target = it->second;
+    g_dist->tickets.erase(it);
+  } else {
+    throw serialization_error("apgas: malformed message: copy target kind " + std::to_string(static_cast<int>(kind)));
+  }
+  finish_state& fs = count_receipt(f);
+  g_dist->tp->recv_bulk(src, tag, target, &landed, &fs);
+}
+
+void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t where,
+                   std::span<const std::byte> data) {
+  transport::transport& tp = *g_dist->tp;
+  const std::size_t piece = tp.max_message();
+  for (std::size_t off = 0; off < data.size() || off == 0; off += piece) {
+    const std::size_t n = std::min(piece, data.size() - off);
+    const std::uint32_t tag = tp.next_bulk_tag(dst);
+    const fid f = count_send(fs, dst);
+    writer w;
+    w & msg::bulk_put & f.home & f.serial & tag & kind &
+        static_cast<std::uint64_t>(kind == target_kind::array ? where + off : where) & static_cast<std::uint64_t>(n);
+    send(dst, std::move(w));
+    tp.send_bulk(dst, tag, data.subspan(off, n));
+    if (kind == target_kind::ticket) break;  // a ticket is one piece (get_bytes splits before asking)
+  }
+}
+
+void deliver_get(int src, reader& r) {
+  fid f{};
+  std::uint64_t from = 0, n = 0, ticket = 0;
+  r & f.home & f.serial & from & n & ticket;
+  const std::span<std::byte> data = checked_array_range(from, n);
+  finish_state& fs = count_receipt(f);
+  // Answer with a put (counted as a new activity message of the same finish), then this "activity" is done.
+  try {
+    put_locked_in(fs, src, target_kind::ticket, ticket, data);
+  } catch (...) {
+    fs.add_exception(std::current_exception());
+  }
+  fs.complete();
+}
+
 bool poll_hook(void* ctx) { return static_cast<dist_state*>(ctx)->tp->poll(*static_cast<dist_state*>(ctx)); }
 
 }  // namespace
@@ -436,6 +506,8 @@ void dist_state::on_message(int src, std::span<const std::byte> bytes) {
       }
       case msg::team_contrib: deliver_team(r, false, src, bytes); break;
       case msg::team_result: deliver_team(r, true, src, bytes); break;
+      case msg::bulk_put: deliver_put(src, r); break;
+      case msg::bulk_get: deliver_get(src, r); break;
       default:
         throw serialization_error("apgas: malformed message: unknown message kind " +
                                   std::to_string(static_cast<int>(kind)));
@@ -491,6 +563,31 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
     std::rethrow_exception(decode_exception(r));
   }
   return std::move(pending.reply);
+}
+
+void put_bytes(place p, std::uintptr_t to, std::span<const std::byte> data) {
+  task& cur = require_unrestricted_activity("apgas::async_copy");
+  put_locked_in(*cur.innermost, p.id(), target_kind::array, to, data);
+}
+
+void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into) {
+  task& cur = require_unrestricted_activity("apgas::async_copy");
+  dist_state& d = *g_dist;
+  const std::size_t piece = d.tp->max_message();
+  for (std::size_t off = 0; off < into.size(); off += piece) {
+    const std::size_t n = std::min(piece, into.size() - off);
+    std::uint64_t ticket = 0;
+    {
+      std::lock_guard lock(d.mutex);
+      ticket = d.next_ticket++;
+      d.tickets.emplace(ticket, into.subspan(off, n));
+    }
+    const fid f = count_send(*cur.innermost, p.id());
+    writer w;
+    w & msg::bulk_get & f.home & f.serial & static_cast<std::uint64_t>(from + off) & static_cast<std::uint64_t>(n) &
+        ticket;
+    send(p.id(), std::move(w));
+  }
 }
 
 // ---- distributed finish: the hooks called by finish_state ----
@@ -808,3 +905,44 @@ void team::barrier() {
 }
 
 }  // namespace apgas
+
+// ---- remote arrays: the registry that bounds-checks bulk transfers ----
+namespace apgas::detail {
+namespace {
+struct array_table {
+  std::mutex mutex;
+  std::map<std::uintptr_t, std::size_t> arrays;  // address -> bytes, for the arrays whose home is this place
+};
+array_table& arrays() {
+  static array_table t;
+  return t;
+}
+
+std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n) {
+  auto& t = arrays();
+  std::lock_guard lock(t.mutex);
+  auto it = t.arrays.upper_bound(static_cast<std::uintptr_t>(addr));
+  if (it != t.arrays.begin()) {
+    --it;
+    const std::uint64_t start = it->first;
+    if (addr >= start && n <= it->second && addr - start <= it->second - n) {
+      return {reinterpret_cast<std::byte*>(addr), static_cast<std::size_t>(n)};
+    }
+  }
+  throw serialization_error("apgas: a copy of " + std::to_string(n) +
+                            " bytes names memory that is not inside a live remote_array at this place");
+}
+}  // namespace
+
+void array_register(std::uintptr_t addr, std::size_t bytes) {
+  auto& t = arrays();
+  std::lock_guard lock(t.mutex);
+  t.arrays[addr] = bytes;
+}
+
+void array_unregister(std::uintptr_t addr) {
+  auto& t = arrays();
+  std::lock_guard lock(t.mutex);
+  t.arrays.erase(addr);
+}
+}  // namespace apgas::detail

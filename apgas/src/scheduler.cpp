@@ -260,8 +260,11 @@ work_deque::item scheduler::find_work(worker* w) {
       continue;
     }
     if (stopping_.load(std::memory_order_acquire)) return 0;
-    if (round < idle_spin_rounds) {
-      for (int i = 0; i < 32; ++i) APGAS_DETAIL_CPU_RELAX();
+    // With a polled backend, poll between single pauses (a message is answered within a poll's time, not after
+    // a long back-off); spin for about as long in both cases before napping.
+    const bool polled = have_progress_hooks();
+    if (round < (polled ? 32 * idle_spin_rounds : idle_spin_rounds)) {
+      for (int i = 0, n = polled ? 1 : 32; i < n; ++i) APGAS_DETAIL_CPU_RELAX();
       continue;
     }
     if (const work_deque::item it = idle_wait(w)) return it;

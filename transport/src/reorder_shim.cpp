@@ -47,6 +47,14 @@ class reorder_shim final : public transport {
     return delivered || !ready.empty();
   }
 
+  std::uint32_t next_bulk_tag(int dst) noexcept override { return inner_->next_bulk_tag(dst); }
+  void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
+    inner_->send_bulk(dst, tag, payload);
+  }
+  void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) override {
+    inner_->recv_bulk(src, tag, target, done, ctx);
+  }
+
   void barrier() override {
     flush();
     inner_->barrier();

@@ -31,6 +31,18 @@ void* place_local_get(std::uint64_t id);
 void place_local_put(std::uint64_t id, void* obj, void (*destroy)(void*));
 void place_local_erase(std::uint64_t id);
 std::uint64_t place_local_new_id();
+/// Remote arrays of this place (bulk transfers into and out of them are bounds-checked against this registry).
+void array_register(std::uintptr_t addr, std::size_t bytes);
+void array_unregister(std::uintptr_t addr);
+/// Bulk copies to/from another host place, counted by the caller's innermost finish (dist.cpp).
+void put_bytes(place p, std::uintptr_t to, std::span<const std::byte> data);
+void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into);
+template <class T>
+std::uintptr_t new_array(std::size_t n) {
+  T* a = new T[n]();
+  detail::array_register(reinterpret_cast<std::uintptr_t>(a), n * sizeof(T));
+  return reinterpret_cast<std::uintptr_t>(a);
+}
 }  // namespace detail
 
 /// A reference to an object at its home place. The object must outlive every use.
@@ -158,7 +170,7 @@ void check_range(const char* what, std::size_t off, std::size_t n, std::size_t s
 template <class T>
 remote_array<T> make_remote_array(place p, std::size_t n) {
   detail::check_array_place<T>(p, "apgas::make_remote_array");
-  const std::uintptr_t a = at(p, [n] { return reinterpret_cast<std::uintptr_t>(new T[n]()); });
+  const std::uintptr_t a = at(p, [n] { return detail::new_array<T>(n); });
   return remote_array<T>::from_token(p.id(), a, n);
 }
 
@@ -169,9 +181,10 @@ remote_array<T> make_remote_array(place p, std::size_t n, const T& value) {
   const std::uintptr_t a = at(
       p,
       [n](T v) {
-        T* d = new T[n];
+        const std::uintptr_t a = detail::new_array<T>(n);
+        T* d = reinterpret_cast<T*>(a);
         for (std::size_t i = 0; i < n; ++i) d[i] = v;
-        return reinterpret_cast<std::uintptr_t>(d);
+        return a;
       },
       value);
   return remote_array<T>::from_token(p.id(), a, n);
@@ -185,9 +198,9 @@ remote_array<T> make_remote_array(place p, std::span<const T> init) {
   const std::uintptr_t a = at(
       p,
       [n](span_view<T> v) {
-        T* d = new T[n];
-        if (n != 0) std::memcpy(d, v.data.data(), n * sizeof(T));
-        return reinterpret_cast<std::uintptr_t>(d);
+        const std::uintptr_t a = detail::new_array<T>(n);
+        if (n != 0) std::memcpy(reinterpret_cast<T*>(a), v.data.data(), n * sizeof(T));
+        return a;
       },
       span_view<T>{init});
   return remote_array<T>::from_token(p.id(), a, n);
@@ -207,12 +220,15 @@ template <class T>
 void free_remote_array(remote_array<T>& a) {
   if (a.token() == 0) return;
   const std::uintptr_t addr = a.token();
-  at(a.home(), [addr] { delete[] reinterpret_cast<T*>(addr); });
+  at(a.home(), [addr] {
+    detail::array_unregister(addr);
+    delete[] reinterpret_cast<T*>(addr);
+  });
   a = remote_array<T>();
 }
 
-/// Copy src into dst[dst_off..]; counted by the enclosing finish (the data may only be read at dst once it ends).
-/// src is read before async_copy returns.
+/// Copy src into dst[dst_off..]; counted by the enclosing finish: dst holds the data once it ends. src must stay
+/// alive and unchanged until then (the bytes may be read straight from it while the copy is in flight).
 template <class T>
 void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off = 0) {
   detail::check_range<T>("apgas::async_copy", dst_off, src.size(), dst.size());
@@ -222,8 +238,7 @@ void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off
     std::memcpy(reinterpret_cast<T*>(to), src.data(), src.size_bytes());
     return;
   }
-  async_at(dst.home(), [to](span_view<T> v) { std::memcpy(reinterpret_cast<T*>(to), v.data.data(), v.data.size_bytes()); },
-           span_view<T>{src});
+  detail::put_bytes(dst.home(), to, std::as_bytes(src));
 }
 
 /// Copy src[src_off .. src_off + dst.size()) into dst, a span at the calling place; counted by the enclosing
@@ -233,13 +248,11 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
   detail::check_range<T>("apgas::async_copy", src_off, dst.size(), src.size());
   if (dst.empty()) return;
   const std::uintptr_t from = src.token() + src_off * sizeof(T);
-  const std::uintptr_t to = reinterpret_cast<std::uintptr_t>(dst.data());
-  const std::size_t n = dst.size();
-  const place back = here();
-  async_at(src.home(), [from, to, n, back] {
-    async_at(back, [to](span_view<T> v) { std::memcpy(reinterpret_cast<T*>(to), v.data.data(), v.data.size_bytes()); },
-             span_view<T>{std::span<const T>(reinterpret_cast<const T*>(from), n)});
-  });
+  if (src.home() == here()) {
+    std::memcpy(dst.data(), reinterpret_cast<const T*>(from), dst.size_bytes());
+    return;
+  }
+  detail::get_bytes(src.home(), from, std::as_writable_bytes(dst));
 }
 
 /// Copy n elements between two arrays (any places); counted by the enclosing finish.
@@ -249,6 +262,10 @@ void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, s
   detail::check_range<T>("apgas::async_copy", dst_off, n, dst.size());
   if (n == 0) return;
   const std::uintptr_t from = src.token() + src_off * sizeof(T);
+  if (src.home() == here()) {
+    async_copy(std::span<const T>(reinterpret_cast<const T*>(from), n), dst, dst_off);
+    return;
+  }
   async_at(src.home(), [from, dst, dst_off, n] {
     async_copy(std::span<const T>(reinterpret_cast<const T*>(from), n), dst, dst_off);
   });

@@ -36,6 +36,15 @@ class local_transport final : public transport {
     return !batch.empty();
   }
 
+  // One place: the runtime copies locally and never moves bulk data through the transport.
+  std::uint32_t next_bulk_tag(int) noexcept override { return 0; }
+  void send_bulk(int dst, std::uint32_t, std::span<const std::byte>) override {
+    throw transport_error("apgas transport local: bulk transfer to rank " + std::to_string(dst));
+  }
+  void recv_bulk(int src, std::uint32_t, std::span<std::byte>, done_fn, void*) override {
+    throw transport_error("apgas transport local: bulk transfer from rank " + std::to_string(src));
+  }
+
   void barrier() override {}
   std::vector<std::byte> allgather(std::span<const std::byte> mine) override { return {mine.begin(), mine.end()}; }
 

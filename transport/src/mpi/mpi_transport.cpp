@@ -12,6 +12,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -24,6 +26,9 @@ namespace apgas::transport {
 namespace {
 
 constexpr int am_tag = 7001;
+// Bulk transfers use tags bulk_tag_base + (tag % bulk_tags): within the 32767 every MPI guarantees.
+constexpr int bulk_tag_base = 8000;
+constexpr std::uint32_t bulk_tags = 24000;
 
 std::string mpi_error_string(int rc) {
   char buf[MPI_MAX_ERROR_STRING];
@@ -58,12 +63,11 @@ class mpi_transport final : public transport {
   }
 
   ~mpi_transport() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;  // the application initialised and finalised MPI itself
     MPI_Comm_free(&comm_);
-    if (owns_mpi_) {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Finalize();
-    }
+    if (owns_mpi_) MPI_Finalize();
   }
 
   const char* name() const noexcept override { return "mpi"; }
@@ -79,6 +83,7 @@ class mpi_transport final : public transport {
     {
       std::lock_guard lock(out_mutex_);
       outbox_.push_back({dst, std::move(bytes)});
+      has_out_.store(true, std::memory_order_release);
     }
     if (mpi_.try_lock()) {
       std::lock_guard lock(mpi_, std::adopt_lock);
@@ -89,11 +94,13 @@ class mpi_transport final : public transport {
   bool poll(handler& h) override {
     if (!mpi_.try_lock()) return false;
     std::vector<std::pair<int, aligned_buffer>> arrived;
+    std::vector<bulk_recv> landed;
     bool progress = false;
     {
       std::lock_guard lock(mpi_, std::adopt_lock);
       progress |= flush_locked();
       progress |= complete_sends_locked();
+      if (!bulk_in_.empty()) complete_bulk_locked(landed);
       for (int k = 0; k < 64; ++k) {
         int flag = 0;
         MPI_Message msg;
@@ -108,7 +115,41 @@ class mpi_transport final : public transport {
       }
     }
     for (auto& [src, buf] : arrived) h.on_message(src, buf.span());
-    return progress || !arrived.empty();
+    for (auto& b : landed) b.done(b.ctx);
+    return progress || !arrived.empty() || !landed.empty();
+  }
+
+  std::uint32_t next_bulk_tag(int) noexcept override {
+    return next_tag_.fetch_add(1, std::memory_order_relaxed) % bulk_tags;
+  }
+
+  // The payload is sent from the caller's memory (MPI_Isend, no copy); MPI's single-copy shared-memory path or the
+  // network's RDMA puts it straight into the memory the receiver posted.
+  void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
+    check_size(payload.size());
+    {
+      std::lock_guard lock(out_mutex_);
+      bulk_out_.push_back({dst, static_cast<int>(bulk_tag_base + tag % bulk_tags), payload});
+      has_out_.store(true, std::memory_order_release);
+    }
+    if (mpi_.try_lock()) {
+      std::lock_guard lock(mpi_, std::adopt_lock);
+      flush_locked();
+    }
+  }
+
+  void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) override {
+    check_size(target.size());
+    {
+      std::lock_guard lock(out_mutex_);
+      bulk_in_pending_.push_back({src, static_cast<int>(bulk_tag_base + tag % bulk_tags), target, done, ctx,
+                                  MPI_REQUEST_NULL});
+      has_out_.store(true, std::memory_order_release);
+    }
+    if (mpi_.try_lock()) {
+      std::lock_guard lock(mpi_, std::adopt_lock);
+      flush_locked();
+    }
   }
 
   void barrier() override {
@@ -135,12 +176,50 @@ class mpi_transport final : public transport {
     MPI_Request req;
     std::vector<std::byte> bytes;
   };
+  struct bulk_send {
+    int dst;
+    int tag;
+    std::span<const std::byte> payload;
+  };
+  struct bulk_recv {
+    int src;
+    int tag;
+    std::span<std::byte> target;
+    done_fn done;
+    void* ctx;
+    MPI_Request req;
+  };
+
+  void check_size(std::size_t n) const {
+    if (n > max_message()) {
+      throw transport_error("apgas transport mpi: a bulk transfer of " + std::to_string(n) +
+                            " bytes exceeds the limit of " + std::to_string(max_message()));
+    }
+  }
 
   bool flush_locked() {
-    std::deque<outgoing> batch;
+    if (!has_out_.load(std::memory_order_acquire)) return false;
+    std::vector<outgoing>& batch = batch_;
+    std::vector<bulk_send>& sends = sends_;
+    std::vector<bulk_recv>& recvs = recvs_;
     {
       std::lock_guard lock(out_mutex_);
       batch.swap(outbox_);
+      sends.swap(bulk_out_);
+      recvs.swap(bulk_in_pending_);
+      has_out_.store(false, std::memory_order_relaxed);
+    }
+    for (auto& r : recvs) {
+      bulk_in_.push_back(r);
+      bulk_recv& b = bulk_in_.back();
+      check(MPI_Irecv(b.target.data(), static_cast<int>(b.target.size()), MPI_BYTE, b.src, b.tag, comm_, &b.req),
+            "MPI_Irecv");
+    }
+    for (auto& o : sends) {
+      in_flight_.push_back({MPI_REQUEST_NULL, {}});
+      in_flight& f = in_flight_.back();
+      check(MPI_Isend(o.payload.data(), static_cast<int>(o.payload.size()), MPI_BYTE, o.dst, o.tag, comm_, &f.req),
+            "MPI_Isend");
     }
     for (auto& o : batch) {
       in_flight_.push_back({MPI_REQUEST_NULL, std::move(o.bytes)});
@@ -148,7 +227,25 @@ class mpi_transport final : public transport {
       check(MPI_Isend(f.bytes.data(), static_cast<int>(f.bytes.size()), MPI_BYTE, o.dst, am_tag, comm_, &f.req),
             "MPI_Isend");
     }
-    return !batch.empty();
+    const bool any = !batch.empty() || !sends.empty() || !recvs.empty();
+    batch.clear();
+    sends.clear();
+    recvs.clear();
+    return any;
+  }
+
+  // Completed bulk receives, whose done callbacks the caller runs after releasing the lock.
+  void complete_bulk_locked(std::vector<bulk_recv>& done) {
+    for (auto it = bulk_in_.begin(); it != bulk_in_.end();) {
+      int flag = 0;
+      check(MPI_Test(&it->req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (flag) {
+        done.push_back(*it);
+        it = bulk_in_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 
   bool complete_sends_locked() {
@@ -178,8 +275,16 @@ class mpi_transport final : public transport {
   bool owns_mpi_ = false;
   std::mutex mpi_;
   std::mutex out_mutex_;
-  std::deque<outgoing> outbox_;
+  std::vector<outgoing> outbox_;  // guarded by out_mutex_
+  std::atomic<bool> has_out_{false};  // something is queued in outbox_, bulk_out_ or bulk_in_pending_
+  std::vector<outgoing> batch_;   // flush_locked's scratch (guarded by mpi_)
+  std::vector<bulk_send> sends_;
+  std::vector<bulk_recv> recvs_;
   std::deque<in_flight> in_flight_;
+  std::vector<bulk_send> bulk_out_;        // guarded by out_mutex_
+  std::vector<bulk_recv> bulk_in_pending_; // guarded by out_mutex_
+  std::deque<bulk_recv> bulk_in_;         // posted; guarded by mpi_
+  std::atomic<std::uint32_t> next_tag_{0};
 };
 
 }  // namespace

@@ -46,8 +46,19 @@ class transport {
   virtual void barrier() = 0;
   /// Every process contributes `mine` (the same size everywhere); returns size() * mine.size() bytes, by rank.
   virtual std::vector<std::byte> allgather(std::span<const std::byte> mine) = 0;
-  /// Largest message send() accepts (the runtime splits bulk data into pieces of at most this size).
+  /// Largest message send() accepts, and largest bulk transfer (the runtime splits bulk data into such pieces).
   virtual std::size_t max_message() const noexcept = 0;
+
+  /// Bulk data (async_copy): the payload goes to its final place without intermediate copies where the backend
+  /// can. The sender announces a transfer with an ordinary message (carrying the tag from next_bulk_tag()) and calls
+  /// send_bulk; the receiver, on that message, calls recv_bulk with the same tag and the target memory, and `done`
+  /// runs (inside a later poll(), on the polling thread) once the data has landed. The payload must stay valid
+  /// and unchanged until the receiver's finish ends. Tags are unique among the transfers in flight between two
+  /// places. Any thread.
+  using done_fn = void (*)(void* ctx);
+  virtual std::uint32_t next_bulk_tag(int dst) noexcept = 0;
+  virtual void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) = 0;
+  virtual void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) = 0;
 };
 
 /// The backend chosen by APGAS_TRANSPORT (local, mpi, ofi) or auto-detected: mpi (else ofi) when the process was
