@@ -1,0 +1,431 @@
+// The libfabric backend: one RDM endpoint per process (any provider fi_getinfo offers; FI_PROVIDER=tcp or shm
+// picks one), FI_MSG sends and receives, one completion queue.
+//
+// Bootstrap: the endpoint names are exchanged with MPI_Allgather (the launcher's bootstrap, through MPI); MPI also
+// provides barrier()/allgather() at start-up and shut-down. No runtime traffic goes through MPI.
+// Messages: everything is cut into fragments of at most frag_bytes, each with a 32-byte header (source rank, kind,
+// message id or bulk tag, total length, offset), so the receive side only ever posts fixed-size buffers; fragments
+// may arrive in any order and are reassembled by offset. Bulk payloads are fragmented the same way and copied
+// into their target (recv_bulk) as they arrive, or held until recv_bulk names the target.
+// Threading: FI_THREAD_DOMAIN; every libfabric call is made under lock_ (send() queues, poll() makes progress).
+#include "../transports.hpp"
+
+#include <apgas/error.hpp>
+
+#include <mpi.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace apgas::transport {
+namespace {
+
+constexpr std::size_t frag_bytes = 64 * 1024;
+constexpr int posted_receives = 64;
+
+struct frag_header {
+  std::uint32_t src;
+  std::uint32_t kind;  // 0 active message, 1 bulk
+  std::uint64_t id;
+  std::uint64_t total;
+  std::uint64_t offset;
+};
+static_assert(sizeof(frag_header) == 32);
+constexpr std::size_t payload_bytes = frag_bytes - sizeof(frag_header);
+
+[[noreturn]] void fail(const char* call, int rc) {
+  throw transport_error(std::string("apgas transport ofi: ") + call + " failed: " + fi_strerror(-rc) + " (" +
+                        std::to_string(rc) + ")");
+}
+void check(int rc, const char* call) {
+  if (rc != 0) fail(call, rc);
+}
+void check_mpi(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw transport_error(std::string("apgas transport ofi: bootstrap ") + call + " failed");
+}
+
+struct op {
+  fi_context2 ctx;  // first: libfabric hands back its address
+  bool is_recv = false;
+  std::vector<std::byte> buf;
+};
+
+class ofi_transport final : public transport {
+ public:
+  ofi_transport() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      owns_mpi_ = true;
+    }
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+
+    fi_info* hints = fi_allocinfo();
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_MSG;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    hints->domain_attr->mr_mode = 0;
+    const int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info_);
+    fi_freeinfo(hints);
+    if (rc != 0) {
+      const char* prov = std::getenv("FI_PROVIDER");
+      throw transport_error(std::string("apgas transport ofi: no libfabric provider offers reliable datagram "
+                                        "endpoints with messages (FI_PROVIDER=") +
+                            (prov != nullptr ? prov : "(unset)") + "): " + fi_strerror(-rc));
+    }
+    provider_ = info_->fabric_attr->prov_name != nullptr ? info_->fabric_attr->prov_name : "?";
+    check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+    check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_MSG;
+    cq_attr.size = 4096;
+    check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+    check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+    check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+    check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    check(fi_enable(ep_), "fi_enable");
+
+    // Exchange endpoint names through the bootstrap.
+    std::vector<char> name(256, 0);
+    std::size_t len = name.size();
+    check(fi_getname(&ep_->fid, name.data(), &len), "fi_getname");
+    std::uint64_t mylen = len;
+    std::vector<std::uint64_t> lens(static_cast<std::size_t>(size_));
+    check_mpi(MPI_Allgather(&mylen, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
+    for (std::uint64_t l : lens) {
+      if (l != len) throw transport_error("apgas transport ofi: the places use different providers (address sizes differ)");
+    }
+    std::vector<char> names(len * static_cast<std::size_t>(size_));
+    check_mpi(MPI_Allgather(name.data(), static_cast<int>(len), MPI_BYTE, names.data(), static_cast<int>(len),
+                            MPI_BYTE, comm_),
+              "MPI_Allgather");
+    addrs_.resize(static_cast<std::size_t>(size_));
+    const int n = fi_av_insert(av_, names.data(), static_cast<std::size_t>(size_), addrs_.data(), 0, nullptr);
+    if (n != size_) throw transport_error("apgas transport ofi: fi_av_insert inserted " + std::to_string(n) + " of " +
+                                          std::to_string(size_) + " peer addresses");
+    for (int i = 0; i < posted_receives; ++i) {
+      auto o = std::make_unique<op>();
+      o->is_recv = true;
+      o->buf.resize(frag_bytes);
+      post_recv(*o);
+      recvs_.push_back(std::move(o));
+    }
+  }
+
+  ~ofi_transport() override {
+    if (ep_ != nullptr) fi_close(&ep_->fid);
+    if (av_ != nullptr) fi_close(&av_->fid);
+    if (cq_ != nullptr) fi_close(&cq_->fid);
+    if (domain_ != nullptr) fi_close(&domain_->fid);
+    if (fabric_ != nullptr) fi_close(&fabric_->fid);
+    if (info_ != nullptr) fi_freeinfo(info_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    MPI_Comm_free(&comm_);
+    if (owns_mpi_) MPI_Finalize();
+  }
+
+  const char* name() const noexcept override { return "ofi"; }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::size_t max_message() const noexcept override { return std::size_t{1} << 30; }
+
+  void send(int dst, std::vector<std::byte> bytes) override {
+    check_dst(dst);
+    const std::uint64_t id = next_msg_.fetch_add(1, std::memory_order_relaxed);
+    queue_fragments(dst, 0, id, bytes);
+  }
+
+  std::uint32_t next_bulk_tag(int) noexcept override { return next_tag_.fetch_add(1, std::memory_order_relaxed); }
+
+  void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
+    check_dst(dst);
+    queue_fragments(dst, 1, tag, payload);
+  }
+
+  void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) override {
+    std::vector<std::pair<done_fn, void*>> ready;
+    {
+      std::lock_guard lock(lock_);
+      bulk_in& b = bulk_[{src, tag}];
+      b.target = target;
+      b.done = done;
+      b.ctx = ctx;
+      b.posted = true;
+      for (auto& [off, data] : b.early) std::memcpy(target.data() + off, data.data(), data.size());
+      b.early.clear();
+      if (b.received == target.size() && b.seen_header) {
+        ready.emplace_back(done, ctx);
+        bulk_.erase({src, tag});
+      }
+    }
+    // The done callback runs on a polling thread by contract; delivering it here is equivalent (no lock held).
+    for (auto& [d, c] : ready) d(c);
+  }
+
+  bool poll(handler& h) override {
+    if (!lock_.try_lock()) return false;
+    std::vector<std::pair<int, aligned_buffer>> arrived;
+    std::vector<std::pair<done_fn, void*>> landed;
+    bool progress = false;
+    {
+      std::lock_guard lock(lock_, std::adopt_lock);
+      progress |= flush_locked();
+      fi_cq_msg_entry entries[32];
+      for (;;) {
+        const ssize_t n = fi_cq_read(cq_, entries, 32);
+        if (n == -FI_EAGAIN) break;
+        if (n == -FI_EAVAIL) {
+          fi_cq_err_entry err{};
+          fi_cq_readerr(cq_, &err, 0);
+          throw transport_error(std::string("apgas transport ofi (") + provider_ +
+                                "): a transfer failed: " + fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
+        }
+        if (n < 0) fail("fi_cq_read", static_cast<int>(n));
+        progress = true;
+        for (ssize_t i = 0; i < n; ++i) {
+          op* o = reinterpret_cast<op*>(entries[i].op_context);
+          if (o->is_recv) {
+            on_fragment(o->buf.data(), entries[i].len, arrived, landed);
+            post_recv(*o);
+          } else {
+            sends_in_flight_.erase(o);
+            delete o;
+          }
+        }
+        if (n < 32) break;
+      }
+      progress |= flush_locked();
+    }
+    for (auto& [src, buf] : arrived) h.on_message(src, buf.span());
+    for (auto& [d, c] : landed) d(c);
+    return progress || !arrived.empty() || !landed.empty();
+  }
+
+  void barrier() override {
+    drain();
+    check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+  }
+
+  std::vector<std::byte> allgather(std::span<const std::byte> mine) override {
+    drain();
+    std::vector<std::byte> all(mine.size() * static_cast<std::size_t>(size_));
+    check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                            static_cast<int>(mine.size()), MPI_BYTE, comm_),
+              "MPI_Allgather");
+    return all;
+  }
+
+ private:
+  struct reassembly {
+    aligned_buffer buf;
+    std::size_t received = 0;
+  };
+  struct bulk_in {
+    std::span<std::byte> target;
+    done_fn done = nullptr;
+    void* ctx = nullptr;
+    bool posted = false;
+    bool seen_header = false;
+    std::size_t total = 0;
+    std::size_t received = 0;
+    std::vector<std::pair<std::size_t, std::vector<std::byte>>> early;  // fragments before recv_bulk
+  };
+
+  void check_dst(int dst) const {
+    if (dst < 0 || dst >= size_) {
+      throw transport_error("apgas transport ofi: send to rank " + std::to_string(dst) + " of " + std::to_string(size_));
+    }
+  }
+
+  void post_recv(op& o) {
+    for (;;) {
+      const ssize_t rc = fi_recv(ep_, o.buf.data(), o.buf.size(), nullptr, FI_ADDR_UNSPEC, &o.ctx);
+      if (rc == 0) return;
+      if (rc != -FI_EAGAIN) fail("fi_recv", static_cast<int>(rc));
+      fi_cq_read(cq_, nullptr, 0);  // drive progress
+    }
+  }
+
+  void queue_fragments(int dst, std::uint32_t kind, std::uint64_t id, std::span<const std::byte> data) {
+    std::vector<std::unique_ptr<op>> frags;
+    std::size_t off = 0;
+    do {
+      const std::size_t n = std::min(payload_bytes, data.size() - off);
+      auto o = std::make_unique<op>();
+      o->buf.resize(sizeof(frag_header) + n);
+      const frag_header h{static_cast<std::uint32_t>(rank_), kind, id, data.size(), off};
+      std::memcpy(o->buf.data(), &h, sizeof h);
+      if (n != 0) std::memcpy(o->buf.data() + sizeof h, data.data() + off, n);
+      o->ctx = {};
+      frags.push_back(std::move(o));
+      off += n;
+    } while (off < data.size());
+    {
+      std::lock_guard lock(out_mutex_);
+      for (auto& f : frags) outbox_.emplace_back(dst, f.release());
+      has_out_.store(true, std::memory_order_release);
+    }
+    if (lock_.try_lock()) {
+      std::lock_guard lock(lock_, std::adopt_lock);
+      flush_locked();
+    }
+  }
+
+  bool flush_locked() {
+    if (!has_out_.load(std::memory_order_acquire) && pending_.empty()) return false;
+    {
+      std::lock_guard lock(out_mutex_);
+      for (auto& e : outbox_) pending_.push_back(e);
+      outbox_.clear();
+      has_out_.store(false, std::memory_order_relaxed);
+    }
+    bool any = false;
+    while (!pending_.empty()) {
+      auto [dst, o] = pending_.front();
+      const ssize_t rc = fi_send(ep_, o->buf.data(), o->buf.size(), nullptr, addrs_[static_cast<std::size_t>(dst)],
+                                 &o->ctx);
+      if (rc == -FI_EAGAIN) break;  // retried at the next poll, after completions freed resources
+      if (rc != 0) fail("fi_send", static_cast<int>(rc));
+      sends_in_flight_.insert(o);
+      pending_.pop_front();
+      any = true;
+    }
+    return any;
+  }
+
+  void on_fragment(const std::byte* p, std::size_t len, std::vector<std::pair<int, aligned_buffer>>& arrived,
+                   std::vector<std::pair<done_fn, void*>>& landed) {
+    frag_header h{};
+    if (len < sizeof h) throw transport_error("apgas transport ofi: a fragment of " + std::to_string(len) + " bytes");
+    std::memcpy(&h, p, sizeof h);
+    const std::size_t n = len - sizeof h;
+    const int src = static_cast<int>(h.src);
+    if (src < 0 || src >= size_ || h.offset > h.total || n > h.total - h.offset || h.total > max_message()) {
+      throw transport_error("apgas transport ofi: a malformed fragment from rank " + std::to_string(src));
+    }
+    const std::byte* data = p + sizeof h;
+    if (h.kind == 0) {
+      if (h.offset == 0 && n == h.total) {  // the common case: one fragment
+        aligned_buffer b(n);
+        if (n != 0) std::memcpy(b.data(), data, n);
+        arrived.emplace_back(src, std::move(b));
+        return;
+      }
+      const auto key = std::make_pair(src, h.id);
+      reassembly& r = messages_[key];
+      if (r.buf.size() != h.total) r.buf = aligned_buffer(h.total);
+      std::memcpy(r.buf.data() + h.offset, data, n);
+      r.received += n;
+      if (r.received == h.total) {
+        arrived.emplace_back(src, std::move(r.buf));
+        messages_.erase(key);
+      }
+      return;
+    }
+    const auto key = std::make_pair(src, static_cast<std::uint32_t>(h.id));
+    bulk_in& b = bulk_[key];
+    b.seen_header = true;
+    b.total = h.total;
+    if (b.posted) {
+      if (h.total != b.target.size()) {
+        throw transport_error("apgas transport ofi: a bulk transfer of " + std::to_string(h.total) +
+                              " bytes for a target of " + std::to_string(b.target.size()));
+      }
+      if (n != 0) std::memcpy(b.target.data() + h.offset, data, n);
+    } else {
+      b.early.emplace_back(h.offset, std::vector<std::byte>(data, data + n));
+    }
+    b.received += n;
+    if (b.posted && b.received == b.total) {
+      landed.emplace_back(b.done, b.ctx);
+      bulk_.erase(key);
+    }
+  }
+
+  void drain() {
+    // Send everything queued and wait for the completions (start-up and shut-down only).
+    for (;;) {
+      {
+        std::lock_guard lock(lock_);
+        flush_locked();
+        fi_cq_msg_entry entries[32];
+        ssize_t n;
+        while ((n = fi_cq_read(cq_, entries, 32)) > 0) {
+          for (ssize_t i = 0; i < n; ++i) {
+            op* o = reinterpret_cast<op*>(entries[i].op_context);
+            if (o->is_recv) {
+              // A late message (none are expected here): keep its buffer posted.
+              post_recv(*o);
+            } else {
+              sends_in_flight_.erase(o);
+              delete o;
+            }
+          }
+        }
+        bool empty = false;
+        {
+          std::lock_guard out(out_mutex_);
+          empty = outbox_.empty();
+        }
+        if (empty && pending_.empty() && sends_in_flight_.empty()) return;
+      }
+    }
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  bool owns_mpi_ = false;
+  std::string provider_;
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  std::vector<fi_addr_t> addrs_;
+
+  std::mutex lock_;  // every libfabric call, and the tables below
+  std::vector<std::unique_ptr<op>> recvs_;
+  std::deque<std::pair<int, op*>> pending_;
+  std::set<op*> sends_in_flight_;
+  std::map<std::pair<int, std::uint64_t>, reassembly> messages_;
+  std::map<std::pair<int, std::uint32_t>, bulk_in> bulk_;
+
+  std::mutex out_mutex_;
+  std::vector<std::pair<int, op*>> outbox_;
+  std::atomic<bool> has_out_{false};
+  std::atomic<std::uint64_t> next_msg_{0};
+  std::atomic<std::uint32_t> next_tag_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<transport> make_ofi() { return std::make_unique<ofi_transport>(); }
+
+}  // namespace apgas::transport
