@@ -946,3 +946,10 @@ void array_unregister(std::uintptr_t addr) {
   t.arrays.erase(addr);
 }
 }  // namespace apgas::detail
+
+namespace apgas::detail {
+void send_raw(int dst, std::vector<std::byte> bytes) {
+  if (g_dist == nullptr) throw illegal_operation_exception("apgas::detail::send_raw outside apgas::run");
+  g_dist->tp->send(dst, std::move(bytes));
+}
+}  // namespace apgas::detail

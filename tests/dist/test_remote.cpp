@@ -295,6 +295,64 @@ TEST(Remote, BadPlacesAreRejected) {
   });
 }
 
+// ---- malformed input: each is rejected, nothing crashes, the places stay usable ----
+TEST(Remote, UnknownClosureIdAndTruncatedArgumentsAreSerializationErrors) {
+  run_everywhere([] {
+    try {
+      apgas::finish([] { apgas::detail::send_async(apgas::place(1), 0xFFFFFFF0u, apgas::detail::begin_message()); });
+      ADD_FAILURE() << "an unknown closure id was accepted";
+    } catch (const apgas::multiple_exceptions& m) {
+      ASSERT_EQ(m.size(), 1u);
+      const auto errs = m.of_type<apgas::serialization_error>();
+      ASSERT_EQ(errs.size(), 1u);
+      EXPECT_NE(std::string(errs[0]->what()).find("unknown closure id 4294967280"), std::string::npos)
+          << errs[0]->what();
+    }
+    // A real closure that takes a std::string, sent with a truncated argument.
+    auto f = [](std::string s) { (void)s; };
+    using entry = apgas::detail::async_entry<decltype(f), std::string>;
+    try {
+      apgas::finish([&] {
+        apgas::writer w = apgas::detail::begin_message();
+        w.write_bytes(&f, sizeof f);
+        w.write_length(1000);  // claims 1000 characters, sends 3
+        w.write_bytes("abc", 3);
+        apgas::detail::send_async(apgas::place(1), apgas::ser::registry::id_of(entry::handle), std::move(w));
+      });
+      ADD_FAILURE() << "a truncated argument was accepted";
+    } catch (const apgas::multiple_exceptions& m) {
+      ASSERT_EQ(m.of_type<apgas::serialization_error>().size(), 1u);
+    }
+    EXPECT_EQ(apgas::at(apgas::place(1), [] { return apgas::here().id(); }), 1);
+  });
+}
+
+TEST(Remote, MalformedMessagesAreDroppedAndThePlaceStaysUp) {
+  run_everywhere([] {
+    auto bytes = [](std::initializer_list<int> v) {
+      std::vector<std::byte> b;
+      for (int x : v) b.push_back(static_cast<std::byte>(x));
+      return b;
+    };
+    apgas::detail::send_raw(1, {});                         // empty
+    apgas::detail::send_raw(1, bytes({99}));                // unknown kind
+    apgas::detail::send_raw(1, bytes({1, 0, 0}));           // truncated activity header
+    apgas::detail::send_raw(1, bytes({4, 1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 127}));  // report, huge count
+    {
+      apgas::writer w;  // an activity for a finish that does not exist at its home (place 1)
+      w & std::uint8_t{1} & std::uint64_t{1} & std::uint64_t{123456} & std::uint64_t{0} & std::uint32_t{0};
+      apgas::detail::send_raw(1, w.take());
+    }
+    {
+      apgas::writer w;  // a bulk put into memory that is not a remote array
+      w & std::uint8_t{8} & std::uint64_t{0} & std::uint64_t{1} & std::uint32_t{0} & std::uint8_t{0} &
+          std::uint64_t{0x1000} & std::uint64_t{64};
+      apgas::detail::send_raw(1, w.take());
+    }
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(apgas::at(apgas::place(1), [] { return apgas::here().id(); }), 1);
+  });
+}
+
 // ---- the (de)serialization-failure scenarios ----
 // A value whose serialization or deserialization throws at one chosen place. 16 scenarios:
 //   operation (at, async_at) x carrier (the outbound argument; the way back: at's result, or an async_at back to

@@ -35,6 +35,9 @@ void send_async(place p, std::uint32_t id, writer&& w);
 /// Run closure `id` at p and wait; returns the reply (the encoded result) or rethrows the remote exception.
 std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w);
 
+/// Tests only: hand raw bytes to the transport, as a malformed or hostile peer would.
+void send_raw(int dst, std::vector<std::byte> bytes);
+
 template <class F>
 F read_closure(reader& in) {
   alignas(F) unsigned char storage[sizeof(F)];
