@@ -9,6 +9,13 @@
 #include <apgas/apgas.hpp>
 
 #include <mpi.h>
+#if APGAS_BENCH_OFI
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -129,6 +136,95 @@ double raw_allreduce(int iters) {
   return dt;
 }
 
+#if APGAS_BENCH_OFI
+// A raw libfabric ping-pong on its own RDM endpoint (same provider as apgas: FI_PROVIDER), names exchanged with MPI.
+double raw_ofi_rtt(int rank, int iters) {
+  auto ok = [](int rc, const char* what) {
+    if (rc != 0) {
+      std::fprintf(stderr, "raw libfabric: %s: %s\n", what, fi_strerror(-rc));
+      std::exit(3);
+    }
+  };
+  fi_info* hints = fi_allocinfo();
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->domain_attr->mr_mode = 0;
+  fi_info* info = nullptr;
+  ok(fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info), "fi_getinfo");
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* ep = nullptr;
+  ok(fi_fabric(info->fabric_attr, &fabric, nullptr), "fi_fabric");
+  ok(fi_domain(fabric, info, &domain, nullptr), "fi_domain");
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+  ok(fi_cq_open(domain, &cq_attr, &cq, nullptr), "fi_cq_open");
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  ok(fi_av_open(domain, &av_attr, &av, nullptr), "fi_av_open");
+  ok(fi_endpoint(domain, info, &ep, nullptr), "fi_endpoint");
+  ok(fi_ep_bind(ep, &av->fid, 0), "bind av");
+  ok(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), "bind cq");
+  ok(fi_enable(ep), "fi_enable");
+  char name[256];
+  std::size_t len = sizeof name;
+  ok(fi_getname(&ep->fid, name, &len), "fi_getname");
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<char> names(len * static_cast<std::size_t>(size));
+  MPI_Allgather(name, static_cast<int>(len), MPI_BYTE, names.data(), static_cast<int>(len), MPI_BYTE, MPI_COMM_WORLD);
+  std::vector<fi_addr_t> addrs(static_cast<std::size_t>(size));
+  fi_av_insert(av, names.data(), static_cast<std::size_t>(size), addrs.data(), 0, nullptr);
+  char sbuf = 0, rbuf = 0;
+  fi_context2 sctx{}, rctx{};
+  auto wait_one = [&] {
+    fi_cq_entry e;
+    for (;;) {
+      const ssize_t n = fi_cq_read(cq, &e, 1);
+      if (n == 1) return;
+      if (n != -FI_EAGAIN) {
+        std::fprintf(stderr, "raw libfabric: fi_cq_read %zd\n", n);
+        std::exit(3);
+      }
+    }
+  };
+  auto post_recv = [&] { while (fi_recv(ep, &rbuf, 1, nullptr, FI_ADDR_UNSPEC, &rctx) == -FI_EAGAIN) fi_cq_read(cq, nullptr, 0); };
+  auto do_send = [&](int dst) {
+    while (fi_send(ep, &sbuf, 1, nullptr, addrs[static_cast<std::size_t>(dst)], &sctx) == -FI_EAGAIN) fi_cq_read(cq, nullptr, 0);
+  };
+  post_recv();
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = 0;
+  for (int i = -100; i < iters; ++i) {
+    if (i == 0) t0 = now_s();
+    if (rank == 0) {
+      do_send(1);
+      wait_one();  // send or receive completion
+      wait_one();
+      post_recv();
+    } else if (rank == 1) {
+      wait_one();  // the receive
+      post_recv();
+      do_send(0);
+      wait_one();
+    }
+  }
+  double dt = (now_s() - t0) / iters;
+  MPI_Barrier(MPI_COMM_WORLD);
+  fi_close(&ep->fid);
+  fi_close(&av->fid);
+  fi_close(&cq->fid);
+  fi_close(&domain->fid);
+  fi_close(&fabric->fid);
+  fi_freeinfo(info);
+  fi_freeinfo(hints);
+  return dt;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,6 +252,25 @@ int main(int argc, char** argv) {
   }
   std::vector<double> at_o, at_a, cp_o, cp_a, ar_o, ar_a;
   const std::size_t mib4 = std::size_t{4} << 20;
+  const char* tr = std::getenv("APGAS_TRANSPORT");
+  if (tr != nullptr && std::string(tr) == "ofi") {
+#if APGAS_BENCH_OFI
+    // The at round trip over libfabric against a raw libfabric ping-pong (same provider).
+    for (int r = 0; r < repeats; ++r) {
+      at_o.push_back(ours_at_rtt() * 1e6);
+      at_a.push_back(raw_ofi_rtt(rank, g_iters) * 1e6);
+    }
+    if (rank == 0) {
+      const char* prov = std::getenv("FI_PROVIDER");
+      std::printf("ratio at_rtt_ofi_%s %.3f (ours %.2f us, anchor %.2f us)\n", prov != nullptr ? prov : "default",
+                  median(at_o) / median(at_a), median(at_o), median(at_a));
+    }
+#else
+    if (rank == 0) std::fprintf(stderr, "apgas_bench_comm: built without libfabric\n");
+#endif
+    MPI_Finalize();
+    return 0;
+  }
   for (int r = 0; r < repeats; ++r) {
     at_o.push_back(ours_at_rtt() * 1e6);
     at_a.push_back(raw_rtt(rank) * 1e6);

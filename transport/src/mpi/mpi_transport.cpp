@@ -226,6 +226,10 @@ class mpi_transport final : public transport {
       in_flight& f = in_flight_.back();
       check(MPI_Isend(f.bytes.data(), static_cast<int>(f.bytes.size()), MPI_BYTE, o.dst, am_tag, comm_, &f.req),
             "MPI_Isend");
+      // Push it out now: a small message may sit in MPI's queue until the progress engine runs again.
+      int done = 0;
+      check(MPI_Test(&f.req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) in_flight_.pop_back();
     }
     const bool any = !batch.empty() || !sends.empty() || !recvs.empty();
     batch.clear();
