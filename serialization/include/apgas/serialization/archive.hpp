@@ -18,6 +18,7 @@
 
 #include <apgas/error.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -65,12 +66,21 @@ struct has_serializer<T, std::void_t<decltype(serializer<T>::save(std::declval<w
 template <class T>
 struct is_pointer_like : std::bool_constant<std::is_pointer_v<T> || std::is_member_pointer_v<T>> {};
 
+/// std::optional and std::variant of trivially copyable types are trivially copyable too, but their bytes hold a
+/// flag / an index that decoding must check (and padding that must not travel): they always use their codec.
+template <class T>
+struct is_tagged : std::false_type {};
+template <class T>
+struct is_tagged<std::optional<T>> : std::true_type {};
+template <class... Ts>
+struct is_tagged<std::variant<Ts...>> : std::true_type {};
+
 /// Types encoded as their bytes. Pointers are excluded (no address travels); a user type that defines serialize or a
 /// serializer specialisation uses that instead even if it is trivially copyable.
 template <class T>
 inline constexpr bool is_bitwise_v = std::is_trivially_copyable_v<T> && !is_pointer_like<T>::value &&
                                      !has_member_serialize<T>::value && !has_serializer<T>::value &&
-                                     !std::is_array_v<T>;
+                                     !std::is_array_v<T> && !is_tagged<T>::value;
 
 }  // namespace ser
 
@@ -277,7 +287,9 @@ struct codec<std::vector<T>> {
       v.resize(n);
       r.read_bytes(v.data(), n * sizeof(T), "vector elements");
     } else {
-      v.reserve(n);
+      // n was checked against min_encoded_size<T>() (0 for user types), which can be far below sizeof(T): reserve
+      // no more than the bytes left in the message could fill, and let real elements grow the vector beyond that.
+      v.reserve(std::min(n, r.remaining() / sizeof(T)));
       for (std::size_t i = 0; i < n; ++i) {
         T e{};
         r & e;
