@@ -10,7 +10,7 @@
 //    phase without advancing in between).
 #include "finish.hpp"
 #include "scheduler.hpp"
-#include "spin_mutex.hpp"
+#include <apgas/detail/spin_mutex.hpp>
 
 #include <apgas/clock.hpp>
 #include <apgas/error.hpp>

@@ -1,6 +1,7 @@
 #include "scheduler.hpp"
 
 #include <apgas/detail/completion.hpp>
+#include <apgas/detail/spin_mutex.hpp>
 #include <apgas/error.hpp>
 
 #include <atomic>
@@ -39,7 +40,7 @@ struct hook {
 };
 // Hooks run under the registry mutex: one poller at a time (backends need not be thread-safe against themselves),
 // and remove_progress_hook, which takes the mutex, returns only once no hook runs.
-std::mutex g_hooks_mutex;
+spin_mutex g_hooks_mutex;  // taken on every idle poll: a spin lock, no futex
 std::vector<hook> g_hooks;
 std::atomic<int> g_hook_count{0};
 int g_next_hook_id = 1;

@@ -52,8 +52,7 @@ enum class msg : std::uint8_t {
   at_reply,            // u64 token, u8 ok, payload (result or exception)
   report,              // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions
   shutdown,            // i32 exit code
-  team_contrib,        // u64 seq, bytes (to place 0)
-  team_result,         // u64 seq, bytes (from place 0)
+  team_contrib,        // u64 seq, bytes (to every other place)
   bulk_put,            // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
   bulk_get,            // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
 };
@@ -92,10 +91,8 @@ struct pending_at {
 };
 
 struct team_slot {
-  std::vector<std::vector<std::byte>> parts;  // place 0: contributions by rank
+  std::vector<std::vector<std::byte>> parts;  // contributions by rank
   int arrived = 0;
-  bool has_result = false;
-  std::vector<std::byte> result;
   completion* waiter = nullptr;
 };
 
@@ -105,7 +102,7 @@ struct dist_state final : transport::handler {
   int size = 1;
   int hook = -1;
 
-  std::mutex mutex;  // guards every table below
+  spin_mutex mutex;  // guards every table below (short sections, taken on every message)
   std::uint64_t next_serial = 1;
   std::unordered_map<std::uint64_t, finish_state*> homes;  // serial -> finish homed here
   std::map<std::pair<std::uint64_t, std::uint64_t>, proxy*> proxies;
@@ -396,7 +393,7 @@ void deliver_reply(reader& r, std::span<const std::byte> bytes) {
   p->done.signal();
 }
 
-void deliver_team(reader& r, bool result, int src, std::span<const std::byte> bytes) {
+void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
   dist_state& d = *g_dist;
   std::uint64_t seq = 0;
   r & seq;
@@ -405,16 +402,10 @@ void deliver_team(reader& r, bool result, int src, std::span<const std::byte> by
   {
     std::lock_guard lock(d.mutex);
     team_slot& s = d.team[seq];
-    if (result) {
-      s.result = std::move(payload);
-      s.has_result = true;
-    } else {
-      if (s.parts.empty()) s.parts.resize(static_cast<std::size_t>(d.size));
-      s.parts[static_cast<std::size_t>(src)] = std::move(payload);
-      s.arrived += 1;
-    }
-    const bool ready = result || s.arrived == d.size - 1;
-    if (ready && s.waiter != nullptr) wake_it = std::exchange(s.waiter, nullptr);
+    if (s.parts.empty()) s.parts.resize(static_cast<std::size_t>(d.size));
+    s.parts[static_cast<std::size_t>(src)] = std::move(payload);
+    s.arrived += 1;
+    if (s.arrived == d.size - 1 && s.waiter != nullptr) wake_it = std::exchange(s.waiter, nullptr);
   }
   if (wake_it != nullptr) wake_it->signal();
 }
@@ -504,8 +495,7 @@ void dist_state::on_message(int src, std::span<const std::byte> bytes) {
         exit_code.notify_all();
         break;
       }
-      case msg::team_contrib: deliver_team(r, false, src, bytes); break;
-      case msg::team_result: deliver_team(r, true, src, bytes); break;
+      case msg::team_contrib: deliver_team(r, src, bytes); break;
       case msg::bulk_put: deliver_put(src, r); break;
       case msg::bulk_get: deliver_get(src, r); break;
       default:
@@ -637,7 +627,9 @@ void proxy_complete(finish_state& fs) noexcept {
 
 // ---- teams ----
 
-std::vector<std::vector<std::byte>> team_gather(std::vector<std::byte> mine) {
+// Every place sends its contribution to every other place and waits for theirs: one message latency per
+// operation, O(P^2) messages (fine for the host counts of this version; a tree is the next step for large P).
+std::vector<std::vector<std::byte>> team_allgather(std::vector<std::byte> mine) {
   require_unrestricted_activity("apgas::team");
   dist_state& d = *g_dist;
   std::uint64_t seq = 0;
@@ -645,12 +637,12 @@ std::vector<std::vector<std::byte>> team_gather(std::vector<std::byte> mine) {
     std::lock_guard lock(d.mutex);
     seq = ++d.team_seq;
   }
-  if (d.rank != 0) {
+  for (int p = 0; p < d.size; ++p) {
+    if (p == d.rank) continue;
     writer w;
     w & msg::team_contrib & seq;
     w.write_bytes(mine.data(), mine.size());
-    send(0, std::move(w));
-    return {};
+    send(p, std::move(w));
   }
   completion c;
   bool wait = false;
@@ -668,43 +660,8 @@ std::vector<std::vector<std::byte>> team_gather(std::vector<std::byte> mine) {
   auto it = d.team.find(seq);
   std::vector<std::vector<std::byte>> parts = std::move(it->second.parts);
   d.team.erase(it);
-  parts[0] = std::move(mine);
+  parts[static_cast<std::size_t>(d.rank)] = std::move(mine);
   return parts;
-}
-
-std::vector<std::byte> team_scatter(std::vector<std::byte> result) {
-  require_unrestricted_activity("apgas::team");
-  dist_state& d = *g_dist;
-  std::uint64_t seq = 0;
-  {
-    std::lock_guard lock(d.mutex);
-    seq = ++d.team_seq;
-  }
-  if (d.rank == 0) {
-    for (int p = 1; p < d.size; ++p) {
-      writer w;
-      w & msg::team_result & seq;
-      w.write_bytes(result.data(), result.size());
-      send(p, std::move(w));
-    }
-    return result;
-  }
-  completion c;
-  bool wait = false;
-  {
-    std::lock_guard lock(d.mutex);
-    team_slot& s = d.team[seq];
-    if (!s.has_result) {
-      s.waiter = &c;
-      wait = true;
-    }
-  }
-  if (wait) c.wait();
-  std::lock_guard lock(d.mutex);
-  auto it = d.team.find(seq);
-  std::vector<std::byte> out = std::move(it->second.result);
-  d.team.erase(it);
-  return out;
 }
 
 int team_rank() noexcept { return g_dist != nullptr ? g_dist->rank : 0; }
@@ -900,8 +857,7 @@ void place_local_erase(std::uint64_t id) {
 int team::size() const noexcept { return detail::team_size(); }
 
 void team::barrier() {
-  detail::team_gather({});
-  detail::team_scatter({});
+  detail::team_allgather({});
 }
 
 }  // namespace apgas

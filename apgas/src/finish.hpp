@@ -12,7 +12,7 @@
 // and the waiter is woken only when count_ is 0 *and* the home record says every remote activity has ended; see
 // docs/architecture.md, "Distributed finish". At other places the finish is represented by proxies (is_proxy()).
 
-#include "spin_mutex.hpp"
+#include <apgas/detail/spin_mutex.hpp>
 
 #include <apgas/activity.hpp>
 

@@ -3,7 +3,7 @@
 // and re-test. A failed test changes nothing, so it wakes no one: there is no spinning and no lost wake-up (the
 // waiter is put on the list and the lock released in one step, in park's publish).
 #include "scheduler.hpp"
-#include "spin_mutex.hpp"
+#include <apgas/detail/spin_mutex.hpp>
 
 #include <apgas/atomic.hpp>
 #include <apgas/error.hpp>

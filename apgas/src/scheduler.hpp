@@ -20,7 +20,7 @@
 
 #include "deque.hpp"
 #include "sanitizer.hpp"
-#include "spin_mutex.hpp"
+#include <apgas/detail/spin_mutex.hpp>
 
 #include <apgas/detail/completion.hpp>
 #include <apgas/detail/task.hpp>

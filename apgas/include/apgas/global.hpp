@@ -287,8 +287,8 @@ class team {
 };
 
 namespace detail {
-std::vector<std::vector<std::byte>> team_gather(std::vector<std::byte> mine);
-std::vector<std::byte> team_scatter(std::vector<std::byte> result);
+/// Every place's bytes, by rank, at every place (dist.cpp).
+std::vector<std::vector<std::byte>> team_allgather(std::vector<std::byte> mine);
 }  // namespace detail
 
 template <class T, class Op>
@@ -296,52 +296,41 @@ void team::allreduce(std::span<T> inout, Op op) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::allreduce: T must be trivially copyable");
   std::vector<std::byte> mine(inout.size_bytes());
   if (!inout.empty()) std::memcpy(mine.data(), inout.data(), inout.size_bytes());
-  std::vector<std::vector<std::byte>> parts = detail::team_gather(std::move(mine));
-  std::vector<std::byte> result;
-  std::string mismatch;
-  if (!parts.empty()) {  // place 0 combines
-    std::vector<T> acc(inout.begin(), inout.end());
+  const std::vector<std::vector<std::byte>> parts = detail::team_allgather(std::move(mine));
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    if (parts[p].size() != inout.size_bytes()) {
+      throw illegal_operation_exception("apgas::team::allreduce: place " + std::to_string(p) + " gave " +
+                                        std::to_string(parts[p].size() / sizeof(T)) + " elements, this place " +
+                                        std::to_string(inout.size()));
+    }
+  }
+  // Every place combines the same parts in the same (rank) order: bit-identical results everywhere.
+  for (std::size_t i = 0; i < inout.size(); ++i) {
+    T acc;
+    std::memcpy(&acc, parts[0].data() + i * sizeof(T), sizeof(T));
     for (std::size_t p = 1; p < parts.size(); ++p) {
-      if (parts[p].size() != inout.size_bytes()) {
-        mismatch = "apgas::team::allreduce: place " + std::to_string(p) + " gave " +
-                   std::to_string(parts[p].size() / sizeof(T)) + " elements, place 0 gave " +
-                   std::to_string(inout.size());
-        continue;
-      }
-      const T* v = reinterpret_cast<const T*>(parts[p].data());
-      for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = op(acc[i], v[i]);
+      T v;
+      std::memcpy(&v, parts[p].data() + i * sizeof(T), sizeof(T));
+      acc = op(acc, v);
     }
-    result.resize(mismatch.empty() ? acc.size() * sizeof(T) + 1 : 0);
-    if (mismatch.empty()) {
-      result[0] = std::byte{1};
-      if (!acc.empty()) std::memcpy(result.data() + 1, acc.data(), acc.size() * sizeof(T));
-    }
+    inout[i] = acc;
   }
-  result = detail::team_scatter(std::move(result));
-  if (result.empty() || result.size() != inout.size_bytes() + 1) {
-    throw illegal_operation_exception(mismatch.empty() ? "apgas::team::allreduce: the places gave spans of "
-                                                         "different lengths"
-                                                       : mismatch);
-  }
-  if (!inout.empty()) std::memcpy(inout.data(), result.data() + 1, inout.size_bytes());
 }
 
 template <class T>
 void team::broadcast(std::span<T> data, place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::broadcast: T must be trivially copyable");
-  place_of(root.id());
+  (void)place_of(root.id());
   const bool me = here() == root;
   std::vector<std::byte> mine(me ? data.size_bytes() : 0);
   if (me && !data.empty()) std::memcpy(mine.data(), data.data(), data.size_bytes());
-  std::vector<std::vector<std::byte>> parts = detail::team_gather(std::move(mine));
-  std::vector<std::byte> result;
-  if (!parts.empty()) result = std::move(parts[static_cast<std::size_t>(root.id())]);
-  result = detail::team_scatter(std::move(result));
-  if (result.size() != data.size_bytes()) {
-    throw illegal_operation_exception("apgas::team::broadcast: the root sent " + std::to_string(result.size()) +
+  const std::vector<std::vector<std::byte>> parts = detail::team_allgather(std::move(mine));
+  const std::vector<std::byte>& from = parts[static_cast<std::size_t>(root.id())];
+  if (from.size() != data.size_bytes()) {
+    throw illegal_operation_exception("apgas::team::broadcast: the root sent " + std::to_string(from.size()) +
                                       " bytes, this place expects " + std::to_string(data.size_bytes()));
   }
-  if (!data.empty()) std::memcpy(data.data(), result.data(), data.size_bytes());
+  if (!data.empty()) std::memcpy(data.data(), from.data(), data.size_bytes());
 }
 
 }  // namespace apgas

@@ -8,6 +8,7 @@
 // active messages use one tag on a duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
 #include "../transports.hpp"
 
+#include <apgas/detail/spin_mutex.hpp>
 #include <apgas/error.hpp>
 
 #include <mpi.h>
@@ -25,7 +26,10 @@
 namespace apgas::transport {
 namespace {
 
-constexpr int am_tag = 7001;
+constexpr int am_tag = 7001;        // messages of at most small_bytes: received into pre-posted buffers
+constexpr int am_large_tag = 7002;  // larger ones: probed (MPI_Improbe) and received at their size
+constexpr std::size_t small_bytes = 16 * 1024;
+constexpr int posted = 16;
 // Bulk transfers use tags bulk_tag_base + (tag % bulk_tags): within the 32767 every MPI guarantees.
 constexpr int bulk_tag_base = 8000;
 constexpr std::uint32_t bulk_tags = 24000;
@@ -60,12 +64,22 @@ class mpi_transport final : public transport {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    small_bufs_.resize(posted);
+    small_reqs_.assign(posted, MPI_REQUEST_NULL);
+    for (int i = 0; i < posted; ++i) {
+      small_bufs_[static_cast<std::size_t>(i)] = aligned_buffer(small_bytes);
+      post_small(i);
+    }
   }
 
   ~mpi_transport() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;  // the application initialised and finalised MPI itself
+    for (MPI_Request& r : small_reqs_) {
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
     MPI_Comm_free(&comm_);
     if (owns_mpi_) MPI_Finalize();
   }
@@ -101,16 +115,29 @@ class mpi_transport final : public transport {
       progress |= flush_locked();
       progress |= complete_sends_locked();
       if (!bulk_in_.empty()) complete_bulk_locked(landed);
-      for (int k = 0; k < 64; ++k) {
+      // Small messages: whatever completed among the pre-posted receives (one pass of MPI's progress engine).
+      int count = 0;
+      check(MPI_Testsome(posted, small_reqs_.data(), &count, done_idx_, done_st_), "MPI_Testsome");
+      for (int k = 0; k < count && count != MPI_UNDEFINED; ++k) {
+        const int i = done_idx_[k];
+        int n = 0;
+        check(MPI_Get_count(&done_st_[k], MPI_BYTE, &n), "MPI_Get_count");
+        aligned_buffer buf(static_cast<std::size_t>(n));
+        if (n != 0) std::memcpy(buf.data(), small_bufs_[static_cast<std::size_t>(i)].data(), static_cast<std::size_t>(n));
+        arrived.emplace_back(done_st_[k].MPI_SOURCE, std::move(buf));
+        post_small(i);
+      }
+      // Large messages, at their size.
+      for (int k = 0; k < 16; ++k) {
         int flag = 0;
         MPI_Message msg;
         MPI_Status st;
-        check(MPI_Improbe(MPI_ANY_SOURCE, am_tag, comm_, &flag, &msg, &st), "MPI_Improbe");
+        check(MPI_Improbe(MPI_ANY_SOURCE, am_large_tag, comm_, &flag, &msg, &st), "MPI_Improbe");
         if (!flag) break;
-        int count = 0;
-        check(MPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count");
-        aligned_buffer buf(static_cast<std::size_t>(count));
-        check(MPI_Mrecv(buf.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+        int n = 0;
+        check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
+        aligned_buffer buf(static_cast<std::size_t>(n));
+        check(MPI_Mrecv(buf.data(), n, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
         arrived.emplace_back(st.MPI_SOURCE, std::move(buf));
       }
     }
@@ -224,7 +251,8 @@ class mpi_transport final : public transport {
     for (auto& o : batch) {
       in_flight_.push_back({MPI_REQUEST_NULL, std::move(o.bytes)});
       in_flight& f = in_flight_.back();
-      check(MPI_Isend(f.bytes.data(), static_cast<int>(f.bytes.size()), MPI_BYTE, o.dst, am_tag, comm_, &f.req),
+      const int tag = f.bytes.size() <= small_bytes ? am_tag : am_large_tag;
+      check(MPI_Isend(f.bytes.data(), static_cast<int>(f.bytes.size()), MPI_BYTE, o.dst, tag, comm_, &f.req),
             "MPI_Isend");
       // Push it out now: a small message may sit in MPI's queue until the progress engine runs again.
       int done = 0;
@@ -277,8 +305,9 @@ class mpi_transport final : public transport {
   int rank_ = 0;
   int size_ = 1;
   bool owns_mpi_ = false;
-  std::mutex mpi_;
-  std::mutex out_mutex_;
+  detail::spin_mutex mpi_;       // every MPI call; try-locked by every idle poll
+
+  detail::spin_mutex out_mutex_;
   std::vector<outgoing> outbox_;  // guarded by out_mutex_
   std::atomic<bool> has_out_{false};  // something is queued in outbox_, bulk_out_ or bulk_in_pending_
   std::vector<outgoing> batch_;   // flush_locked's scratch (guarded by mpi_)
@@ -289,6 +318,16 @@ class mpi_transport final : public transport {
   std::vector<bulk_recv> bulk_in_pending_; // guarded by out_mutex_
   std::deque<bulk_recv> bulk_in_;         // posted; guarded by mpi_
   std::atomic<std::uint32_t> next_tag_{0};
+  std::vector<aligned_buffer> small_bufs_;  // pre-posted receive buffers (guarded by mpi_)
+  std::vector<MPI_Request> small_reqs_;
+  int done_idx_[posted] = {};
+  MPI_Status done_st_[posted] = {};
+
+  void post_small(int i) {
+    check(MPI_Irecv(small_bufs_[static_cast<std::size_t>(i)].data(), static_cast<int>(small_bytes), MPI_BYTE,
+                    MPI_ANY_SOURCE, am_tag, comm_, &small_reqs_[static_cast<std::size_t>(i)]),
+          "MPI_Irecv");
+  }
 };
 
 }  // namespace

@@ -70,6 +70,8 @@ struct is_pointer_like : std::bool_constant<std::is_pointer_v<T> || std::is_memb
 /// flag / an index that decoding must check (and padding that must not travel): they always use their codec.
 template <class T>
 struct is_tagged : std::false_type {};
+template <>
+struct is_tagged<bool> : std::true_type {};  // only 0 and 1 are bools: decoded and checked
 template <class T>
 struct is_tagged<std::optional<T>> : std::true_type {};
 template <class... Ts>
@@ -311,6 +313,22 @@ struct codec<std::basic_string<C, Tr, A>> {
     const std::size_t n = r.read_length(sizeof(C), "string");
     s.resize(n);
     r.read_bytes(s.data(), n * sizeof(C), "string characters");
+  }
+};
+
+template <>
+struct codec<bool> {
+  static constexpr bool supported = true;
+  static constexpr std::size_t min_size = 1;
+  static void save(writer& w, const bool& b) {
+    const std::uint8_t v = b ? 1 : 0;
+    w.write_bytes(&v, 1);
+  }
+  static void load(reader& r, bool& b) {
+    std::uint8_t v = 0;
+    r.read_bytes(&v, 1, "bool");
+    if (v > 1) throw serialization_error("apgas: malformed message: bool byte " + std::to_string(v));
+    b = v != 0;
   }
 };
 
