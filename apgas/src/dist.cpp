@@ -46,25 +46,30 @@
 
 namespace apgas::detail {
 
+// Message kinds. The values are the wire format: never renumber, only add.
 enum class msg : std::uint8_t {
   async_activity = 1,  // u64 fid home, u64 serial, u64 0, u32 closure id, payload
-  at_activity,         // u64 fid home, u64 serial, u64 reply token, u32 closure id, payload
-  at_reply,            // u64 token, u8 ok, payload (result or exception)
-  report,              // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions
-  shutdown,            // i32 exit code
-  team_contrib,        // u64 seq, bytes (to every other place)
-  bulk_put,            // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
-  bulk_get,            // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
+  at_activity = 2,     // u64 fid home, u64 serial, u64 reply token, u32 closure id, payload
+  at_reply = 3,        // u64 token, u8 ok, payload (result or exception)
+  report = 4,          // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions
+  shutdown = 5,        // i32 exit code
+  team_contrib = 6,    // u64 seq, bytes (to every other place)
+  bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
+  bulk_get = 9,        // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
 };
 
 enum class target_kind : std::uint8_t { array = 0, ticket = 1 };
 
+// The home record of a finish with remote activities. While some balance entry is nonzero the record holds one
+// token in the finish's local count (the "remote token"), so the finish's ordinary count alone decides
+// termination: whoever drops the last token wakes the waiter, exactly once. A token is taken under the record's
+// lock (when the balance leaves all-zero) and dropped *after* unlocking (when it returns to all-zero): the waiter
+// may delete the record the moment the count reaches 0, so nobody may still be inside its lock then.
 struct dist_home {
   std::uint64_t serial = 0;
   spin_mutex mutex;
   std::vector<long> balance;  // per host place: activities sent there minus activities received there
   long unbalanced = 0;        // number of nonzero entries of balance
-  bool woken = false;
 
   void add(int place, long delta) {
     long& b = balance[static_cast<std::size_t>(place)];
@@ -73,6 +78,17 @@ struct dist_home {
     unbalanced += (b != 0) - (was ? 1 : 0);
   }
 };
+
+// Under h.mutex: apply `change` to the balance; take the remote token if the balance left all-zero. Returns true
+// if it returned to all-zero: the caller then drops the token (fs.complete()) after unlocking.
+template <class Change>
+bool rebalance_locked(finish_state& fs, dist_home& h, Change change) {
+  const bool before = h.unbalanced != 0;
+  change();
+  const bool after = h.unbalanced != 0;
+  if (!before && after) fs.spawned();
+  return before && !after;
+}
 
 namespace {
 
@@ -252,8 +268,12 @@ fid count_send(finish_state& fs, int dst) {
       fs.set_dist(h);
     }
   }
-  std::lock_guard lock(h->mutex);
-  h->add(dst, +1);
+  bool drop = false;
+  {
+    std::lock_guard lock(h->mutex);
+    drop = rebalance_locked(fs, *h, [&] { h->add(dst, +1); });
+  }
+  if (drop) fs.complete();  // only when a -1 was outstanding; the sender is alive, so this never ends the finish
   return {static_cast<std::uint64_t>(d.rank), h->serial};
 }
 
@@ -269,9 +289,13 @@ finish_state& count_receipt(fid f) {
     }
     finish_state& fs = *it->second;
     dist_home& h = *fs.dist();
-    std::lock_guard hl(h.mutex);
-    h.add(d.rank, -1);
-    fs.spawned();
+    bool drop = false;
+    {
+      std::lock_guard hl(h.mutex);
+      fs.spawned();  // the arriving activity: counted before the token can go
+      drop = rebalance_locked(fs, h, [&] { h.add(d.rank, -1); });
+    }
+    if (drop) fs.complete();
     return fs;
   }
   proxy*& p = d.proxies[{f.home, f.serial}];
@@ -281,13 +305,6 @@ finish_state& count_receipt(fid f) {
   return *p;
 }
 
-void check_termination_locked(finish_state& fs, dist_home& h, std::unique_lock<spin_mutex>& hl) {
-  if (!h.woken && h.unbalanced == 0 && fs.count() == 0) {
-    h.woken = true;
-    hl.unlock();
-    fs.wake_waiter();
-  }
-}
 
 // An activity that arrived in a message. Decodes its closure (and arguments) when it runs, so that a decoding
 // failure is this activity's exception.
@@ -369,10 +386,15 @@ void deliver_report(int src, reader& r) {
   }
   for (auto& e : es) fs->add_exception(std::move(e));
   dist_home& h = *fs->dist();
-  std::unique_lock hl(h.mutex);
-  for (auto [dst, count] : sends) h.add(dst, count);
-  h.add(src, -receipts);
-  check_termination_locked(*fs, h, hl);
+  bool drop = false;
+  {
+    std::lock_guard hl(h.mutex);
+    drop = rebalance_locked(*fs, h, [&] {
+      for (auto [dst, count] : sends) h.add(dst, count);
+      h.add(src, -receipts);
+    });
+  }
+  if (drop) fs->complete();  // may end the finish: h is not touched after this
 }
 
 void deliver_reply(reader& r, std::span<const std::byte> bytes) {
@@ -581,12 +603,6 @@ void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into) {
 }
 
 // ---- distributed finish: the hooks called by finish_state ----
-
-void home_quiescent(finish_state& fs) noexcept {
-  dist_home& h = *fs.dist();
-  std::unique_lock hl(h.mutex);
-  check_termination_locked(fs, h, hl);
-}
 
 void home_done(finish_state& fs) noexcept {
   dist_home* h = fs.dist();

@@ -38,16 +38,8 @@ void finish_state::complete() noexcept {
     proxy_complete(*this);
     return;
   }
-  if (count_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    if (dist() == nullptr) {
-      wake(waiter_);
-    } else {
-      home_quiescent(*this);
-    }
-  }
+  if (count_.fetch_sub(1, std::memory_order_acq_rel) == 1) wake(waiter_);
 }
-
-void finish_state::wake_waiter() noexcept { wake(waiter_); }
 
 std::vector<std::exception_ptr> finish_state::take_exceptions() {
   std::lock_guard lock(mutex_);
@@ -75,8 +67,9 @@ void finish_state::wait() {
     run_task(item_task(it));
     w = this_worker();
   }
-  if (count_.load(std::memory_order_acquire) == 1 && dist() == nullptr) return;
-  park(&publish_waiter, this);
+  // With remote activities outstanding the home record holds a token (dist.cpp), so count_ == 1 means done either
+  // way.
+  if (count_.load(std::memory_order_acquire) != 1) park(&publish_waiter, this);
   if (dist() != nullptr) home_done(*this);
 }
 

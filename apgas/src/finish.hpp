@@ -9,8 +9,9 @@
 // decrement a child never touches the state again (the waiter may have destroyed it).
 // The acq_rel decrements order every child's exception (and all its writes) before the waiter's return.
 // Across hosts (dist.cpp): once an activity of the finish is sent to another host the finish gets a home record,
-// and the waiter is woken only when count_ is 0 *and* the home record says every remote activity has ended; see
-// docs/architecture.md, "Distributed finish". At other places the finish is represented by proxies (is_proxy()).
+// which holds one extra token in count_ while any remote activity (or message) is outstanding, so count_ reaching
+// 0 still means "terminated"; see docs/architecture.md, "Distributed finish". At other places the finish is
+// represented by proxies (is_proxy()).
 
 #include <apgas/detail/spin_mutex.hpp>
 
@@ -24,8 +25,6 @@ namespace apgas::detail {
 
 struct fiber_ctx;
 struct dist_home;
-/// dist.cpp: the last local token of a finish with a home record is gone; terminate if the remote side is done too.
-void home_quiescent(finish_state& fs) noexcept;
 /// dist.cpp: a proxy's activity ended.
 void proxy_complete(finish_state& fs) noexcept;
 /// dist.cpp: after the waiter of a distributed finish woke, forget its home record.
@@ -51,7 +50,6 @@ class finish_state {
   }
   long add_count(long delta) noexcept { return count_.fetch_add(delta, std::memory_order_acq_rel) + delta; }
   long count() const noexcept { return count_.load(std::memory_order_acquire); }
-  void wake_waiter() noexcept;
   /// Move the recorded exceptions out (a proxy's report).
   std::vector<std::exception_ptr> take_exceptions();
   void add_exception(std::exception_ptr e) noexcept;

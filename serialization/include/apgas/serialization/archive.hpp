@@ -160,10 +160,11 @@ class reader {
     read_bytes(&n, sizeof n, what);
     const std::size_t per = min_elem_bytes == 0 ? 1 : min_elem_bytes;
     if (n > max_ / per || n * per > remaining()) {
+      const std::string need = n > max_ / per ? "more than " + std::to_string(max_)  // n * per would overflow
+                                              : std::to_string(n * per);
       throw serialization_error("apgas: malformed message: " + std::string(what) + " of length " +
-                                std::to_string(n) + " needs at least " + std::to_string(n * per) +
-                                " bytes but only " + std::to_string(remaining()) + " remain (message limit " +
-                                std::to_string(max_) + ")");
+                                std::to_string(n) + " needs at least " + need + " bytes but only " +
+                                std::to_string(remaining()) + " remain (message limit " + std::to_string(max_) + ")");
     }
     return static_cast<std::size_t>(n);
   }
