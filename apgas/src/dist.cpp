@@ -323,7 +323,7 @@ struct remote_task final : task {
       reinterpret_cast<async_invoker>(ser::registry::lookup(id))(r);
       return;
     }
-    writer reply;
+    writer reply(128);
     reply & msg::at_reply & token;
     const std::size_t status_at = reply.size();
     reply & std::uint8_t{1};
@@ -472,7 +472,7 @@ void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t wh
     const std::size_t n = std::min(piece, data.size() - off);
     const std::uint32_t tag = tp.next_bulk_tag(dst);
     const fid f = count_send(fs, dst);
-    writer w;
+    writer w(128);
     w & msg::bulk_put & f.home & f.serial & tag & kind &
         static_cast<std::uint64_t>(kind == target_kind::array ? where + off : where) & static_cast<std::uint64_t>(n);
     send(dst, std::move(w));
@@ -595,7 +595,7 @@ void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into) {
       d.tickets.emplace(ticket, into.subspan(off, n));
     }
     const fid f = count_send(*cur.innermost, p.id());
-    writer w;
+    writer w(128);
     w & msg::bulk_get & f.home & f.serial & static_cast<std::uint64_t>(from + off) & static_cast<std::uint64_t>(n) &
         ticket;
     send(p.id(), std::move(w));
@@ -624,7 +624,7 @@ void proxy_complete(finish_state& fs) noexcept {
   }
   // Quiescent: one report with everything since the proxy was created, then the proxy is gone.
   try {
-    writer w;
+    writer w(128);
     w & msg::report & p.serial;
     w.write_length(p.sends.size());
     for (auto [dst, count] : p.sends) w & static_cast<std::int32_t>(dst) & static_cast<std::int64_t>(count);
@@ -655,7 +655,7 @@ std::vector<std::vector<std::byte>> team_allgather(std::vector<std::byte> mine) 
   }
   for (int p = 0; p < d.size; ++p) {
     if (p == d.rank) continue;
-    writer w;
+    writer w(128);
     w & msg::team_contrib & seq;
     w.write_bytes(mine.data(), mine.size());
     send(p, std::move(w));
@@ -727,7 +727,7 @@ bool dist_multi_host() noexcept { return g_dist != nullptr && g_dist->size > 1; 
 
 void dist_shutdown_others(int code) {
   for (int p = 1; p < g_dist->size; ++p) {
-    writer w;
+    writer w(128);
     w & msg::shutdown & static_cast<std::int32_t>(code);
     send(p, std::move(w));
   }
