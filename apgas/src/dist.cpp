@@ -496,7 +496,19 @@ void deliver_get(int src, reader& r) {
   fs.complete();
 }
 
-bool poll_hook(void* ctx) { return static_cast<dist_state*>(ctx)->tp->poll(*static_cast<dist_state*>(ctx)); }
+// The transport failed under us (a peer died or became unreachable, the network reported an error): no finish can
+// be trusted to terminate any more, so the place stops at once with a message that names the failure, rather than
+// hanging. (Resilient finish is not a goal of this version.)
+bool poll_hook(void* ctx) {
+  auto* d = static_cast<dist_state*>(ctx);
+  try {
+    return d->tp->poll(*d);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "apgas: place %d: the %s transport failed: %s\n", d->rank, d->tp->name(), e.what());
+    std::fflush(stderr);
+    std::_Exit(3);
+  }
+}
 
 }  // namespace
 

@@ -37,7 +37,9 @@ int run_from_env(int argc, char** argv, function_ref<void()> main);
 /// Returns 0 when the main activity and everything it started ended normally. Otherwise prints the exceptions to
 /// stderr ("apgas: ...") and returns 1; an invalid configuration prints the config_error and returns 2.
 /// Every host place other than 0 serves until the main activity ends. Runs may follow one another in a process;
-/// they may not nest or overlap.
+/// they may not nest or overlap. Start-up errors of the transport (another program at a peer, an invalid or unbuilt
+/// APGAS_TRANSPORT) also return 2 with a message; if the transport fails during the run (a peer died or became
+/// unreachable), the place prints the failure and the process exits with code 3 rather than hang.
 /// @code
 ///   int main(int argc, char** argv) {
 ///     return apgas::run(argc, argv, [] { apgas::finish([] { apgas::async([] { std::puts("hi"); }); }); });
