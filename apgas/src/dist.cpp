@@ -239,7 +239,12 @@ std::exception_ptr decode_exception(reader& r) {
 
 // ---- sending ----
 
-void send(int dst, writer&& w) { g_dist->tp->send(dst, w.take()); }
+std::atomic<std::uint64_t> g_messages_sent{0};
+
+void send(int dst, writer&& w) {
+  g_messages_sent.fetch_add(1, std::memory_order_relaxed);
+  g_dist->tp->send(dst, w.take());
+}
 
 struct fid {
   std::uint64_t home;
@@ -932,6 +937,8 @@ void array_unregister(std::uintptr_t addr) {
 }  // namespace apgas::detail
 
 namespace apgas::detail {
+std::uint64_t messages_sent() noexcept { return g_messages_sent.load(std::memory_order_relaxed); }
+
 void send_raw(int dst, std::vector<std::byte> bytes) {
   if (g_dist == nullptr) throw illegal_operation_exception("apgas::detail::send_raw outside apgas::run");
   g_dist->tp->send(dst, std::move(bytes));

@@ -92,6 +92,32 @@ TEST(Remote, AsyncAtRunsThereAndFinishWaitsForIt) {
   });
 }
 
+TEST(Remote, LocalFinishSendsNothingAndAFanOutSendsOneMessagePerPlace) {
+  run_everywhere([] {
+    const std::uint64_t before = apgas::detail::messages_sent();
+    std::atomic<int> n{0};
+    apgas::finish([&] {
+      for (int i = 0; i < 100; ++i) {
+        apgas::async([&] { apgas::finish([&] { apgas::async([&] { n += 1; }); }); });
+      }
+      (void)apgas::at(apgas::here(), [] { return 1; });
+    });
+    EXPECT_EQ(n.load(), 100);
+    EXPECT_EQ(apgas::detail::messages_sent(), before) << "a local-only finish sent messages";
+    // SPMD fan-out: one activity message from here per other place; each place answers with one report, however
+    // many local activities it runs.
+    const std::uint64_t before_fan = apgas::detail::messages_sent();
+    apgas::finish([&] {
+      for (apgas::place p : apgas::places()) {
+        apgas::async_at(p, [] {
+          for (int i = 0; i < 50; ++i) apgas::async([] {});
+        });
+      }
+    });
+    EXPECT_EQ(apgas::detail::messages_sent() - before_fan, static_cast<std::uint64_t>(nplaces() - 1));
+  });
+}
+
 TEST(Remote, AtChainAroundThePlaces) {
   run_everywhere([] {
     // p0 -> p1 -> p2 (or p0) -> p0: each hop appends its place.

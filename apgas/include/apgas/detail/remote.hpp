@@ -35,6 +35,8 @@ void send_async(place p, std::uint32_t id, writer&& w);
 /// Run closure `id` at p and wait; returns the reply (the encoded result) or rethrows the remote exception.
 std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w);
 
+/// Messages this place has sent (all kinds, bulk payloads not counted separately), since the process started.
+std::uint64_t messages_sent() noexcept;
 /// Tests only: hand raw bytes to the transport, as a malformed or hostile peer would.
 void send_raw(int dst, std::vector<std::byte> bytes);
 
