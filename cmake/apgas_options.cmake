@@ -58,8 +58,7 @@ else()
 endif()
 
 # ---- backends: AUTO finds or skips, ON finds or stops with a message, OFF skips ----
-# The transports (MPI, libfabric) and the CUDA backend are not implemented yet: today this only records what the
-# build found, so that a requested-but-missing dependency is reported at configure time, never silently ignored.
+# A requested-but-missing dependency is reported at configure time, never silently ignored.
 foreach(backend MPI OFI CUDA)
   if(NOT APGAS_WITH_${backend} MATCHES "^(AUTO|ON|OFF)$")
     message(FATAL_ERROR "APGAS_WITH_${backend}='${APGAS_WITH_${backend}}': expected AUTO, ON or OFF")

@@ -44,6 +44,16 @@ std::optional<unsigned long long> parse_bytes(std::string s) {
   return parse_uint(s, mult);
 }
 
+std::string gpus_expected() {
+  return "all, none, or a comma-separated list of distinct GPU ordinals from 0 to " +
+         std::to_string(config::max_gpu_ordinal) + " (e.g. 0,2)";
+}
+
+std::string dma_expected() {
+  return "a byte count (optional suffix K, M or G), a multiple of 4096 from " + std::to_string(config::min_dma_slice) +
+         " to " + std::to_string(config::max_dma_slice);
+}
+
 [[noreturn]] void reject(const char* var, const std::string& value, const std::string& expected) {
   throw config_error(std::string("invalid ") + var + "='" + value + "': expected " + expected);
 }
@@ -68,6 +78,19 @@ config config::from_env() {
     }
     c.stack_size = static_cast<std::size_t>(*n);
   }
+  if (auto v = env("APGAS_GPUS")) {
+    c.gpus = *v;
+    try {
+      (void)c.gpu_list();
+    } catch (const config_error&) {
+      reject("APGAS_GPUS", *v, gpus_expected());
+    }
+  }
+  if (auto v = env("APGAS_CUDA_DMA_SLICE")) {
+    const auto n = parse_bytes(*v);
+    if (!n || *n < min_dma_slice || *n > max_dma_slice || *n % 4096 != 0) reject("APGAS_CUDA_DMA_SLICE", *v, dma_expected());
+    c.cuda_dma_slice = static_cast<std::size_t>(*n);
+  }
   if (auto v = env("APGAS_TRANSPORT")) {
     // The backend itself is created at start-up (transport/src/select.cpp); here only the name is checked, so
     // that a typo is reported as early as the other variables.
@@ -78,6 +101,30 @@ config config::from_env() {
   return c;
 }
 
+std::vector<int> config::gpu_list() const {
+  std::vector<int> out;
+  if (gpus == "all" || gpus == "none") return out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = gpus.find(',', start);
+    const std::string item = gpus.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const auto n = parse_uint(item);
+    if (!n || *n > static_cast<unsigned long long>(max_gpu_ordinal)) {
+      throw config_error("invalid apgas::config::gpus='" + gpus + "': '" + item + "' is not a GPU ordinal; expected " +
+                         gpus_expected());
+    }
+    for (int seen : out) {
+      if (seen == static_cast<int>(*n)) {
+        throw config_error("invalid apgas::config::gpus='" + gpus + "': GPU " + item + " is listed twice");
+      }
+    }
+    out.push_back(static_cast<int>(*n));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 void config::validate() const {
   if (nthreads < 0 || nthreads > max_threads) {
     throw config_error("invalid apgas::config::nthreads=" + std::to_string(nthreads) + ": expected 0 (one per core) to " +
@@ -86,6 +133,11 @@ void config::validate() const {
   if (stack_size < min_stack_size || stack_size > max_stack_size) {
     throw config_error("invalid apgas::config::stack_size=" + std::to_string(stack_size) + ": expected " +
                        std::to_string(min_stack_size) + " to " + std::to_string(max_stack_size) + " bytes");
+  }
+  (void)gpu_list();
+  if (cuda_dma_slice < min_dma_slice || cuda_dma_slice > max_dma_slice || cuda_dma_slice % 4096 != 0) {
+    throw config_error("invalid apgas::config::cuda_dma_slice=" + std::to_string(cuda_dma_slice) + ": expected " +
+                       dma_expected());
   }
 }
 

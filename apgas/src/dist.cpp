@@ -140,6 +140,7 @@ dist_state* g_dist = nullptr;
 // kind: 0 apgas::error (and unknown types), 1.. apgas types, 20.. std types. Then the dynamic type's name and what().
 enum class exc : std::uint8_t {
   other = 0, apgas_error, dead_place, bad_place, clock_use, illegal_operation, serialization, transport_e, config,
+  cuda = 9, kernel_launch = 10,
   std_exception = 20, runtime_error, logic_error, invalid_argument, out_of_range, length_error, domain_error,
   range_error, overflow_error, underflow_error, bad_alloc, multiple = 40
 };
@@ -171,6 +172,11 @@ void encode_exception(writer& w, const std::exception_ptr& e) {
   } catch (const std::exception& x) {
     if (typeid(x) == typeid(dead_place_exception)) {  // the type field carries the place
       w & exc::dead_place & std::to_string(static_cast<const dead_place_exception&>(x).where()) & std::string(x.what());
+      return;
+    }
+    if (typeid(x) == typeid(cuda_error) || typeid(x) == typeid(kernel_launch_error)) {  // the type field: the code
+      w & (typeid(x) == typeid(cuda_error) ? exc::cuda : exc::kernel_launch) &
+          std::to_string(static_cast<const cuda_error&>(x).code()) & std::string(x.what());
       return;
     }
     if (encode_as<error>(w, x, exc::apgas_error) ||
@@ -210,6 +216,8 @@ std::exception_ptr decode_exception(reader& r) {
   switch (kind) {
     case exc::apgas_error: return std::make_exception_ptr(error(what));
     case exc::dead_place: return std::make_exception_ptr(dead_place_exception(std::atoi(type.c_str()), what));
+    case exc::cuda: return std::make_exception_ptr(cuda_error(std::atoi(type.c_str()), what));
+    case exc::kernel_launch: return std::make_exception_ptr(kernel_launch_error(std::atoi(type.c_str()), what));
     case exc::bad_place: return std::make_exception_ptr(bad_place_exception(what));
     case exc::clock_use: return std::make_exception_ptr(clock_use_exception(what));
     case exc::illegal_operation: return std::make_exception_ptr(illegal_operation_exception(what));
@@ -804,12 +812,6 @@ std::uint64_t program_fingerprint() {
   std::uint64_t h = 1469598103934665603ull;
   dl_iterate_phdr(&note_cb, &h);
   return h;
-}
-
-void kernel_to_other_host(place p) {
-  throw illegal_operation_exception("apgas: place " + std::to_string(p.id()) +
-                                    " is another host: kernel closures are not yet routed to other hosts (run them "
-                                    "from an activity at that host: at(p, [] { async_at(here(), kernel); }))");
 }
 
 void clocked_to_other_host(place p) {

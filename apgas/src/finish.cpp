@@ -123,6 +123,20 @@ void offer(const void* value, const std::type_info& type) {
   c->combine(c->accumulator, c->reducer, value);
 }
 
+finish_token finish_token::join() {
+  task& cur = require_unrestricted_activity("apgas: starting work outside the workers");
+  finish_token t;
+  t.fs_ = cur.innermost;
+  t.fs_->spawned();
+  return t;
+}
+
+void finish_token::done(std::exception_ptr e) noexcept {
+  finish_state* fs = std::exchange(fs_, nullptr);
+  if (e) fs->add_exception(std::move(e));
+  fs->complete();
+}
+
 void spawn(task* t) {
   task* cur;
   try {

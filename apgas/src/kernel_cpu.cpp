@@ -11,6 +11,7 @@
 // blocking apgas operation throws illegal_operation_exception inside a kernel), so the whole block runs on one OS
 // thread and the kernel-thread fibers can live in a pool of that thread. Kernel-thread fibers are reused: each runs
 // a loop "take an assignment, run it, report, switch back".
+#include "runtime.hpp"
 #include "scheduler.hpp"
 #include "stack.hpp"
 
@@ -189,14 +190,31 @@ void spawn_blocks_cpu(int blocks, std::shared_ptr<void> keep, void (*block_fn)(v
   for (int b = 0; b < blocks; ++b) spawn(new block_task(keep, block_fn, b));
 }
 
-void kernel_to_gpu(place p, bool compiled_by_nvcc) {
-  if (!compiled_by_nvcc) {
-    throw illegal_operation_exception("apgas: a kernel closure sent to GPU place " + std::to_string(p.id()) +
-                                      " from a file not compiled by nvcc: compile the file that launches it with "
-                                      "CUDA (apgas_add_cuda_sources)");
+void check_kernel_place(place p) {
+  (void)place_of(p.id());
+  require_unrestricted_activity("apgas::async_at/at (kernel)");
+}
+
+void check_routed_kernel_place(place p) {
+  const int here = tree().here_host;
+  if (p.id() < 0 || p.id() >= static_cast<int>(tree().all.size()) || p.parent().id() != here) {
+    throw serialization_error("apgas: malformed message: a kernel routed to host " + std::to_string(here) +
+                              " names place " + std::to_string(p.id()) + ", which is neither it nor one of its GPUs");
   }
-  throw illegal_operation_exception("apgas: GPU place " + std::to_string(p.id()) +
-                                    " cannot run kernels: this build has no CUDA backend");
+}
+
+void kernel_not_compiled_by_nvcc(place p) {
+  throw illegal_operation_exception("apgas: a kernel closure sent to GPU place " + std::to_string(p.id()) +
+                                    " from a file not compiled by nvcc: compile the file that launches it as CUDA "
+                                    "(apgas_add_cuda_sources() in CMake)");
+}
+
+void kernel_body_not_rebuildable(place p) {
+  throw illegal_operation_exception(
+      "apgas: a kernel closure sent to host place " + std::to_string(p.id()) +
+      " from another host: its body is an nvcc __host__ __device__ lambda, which cannot be rebuilt from bytes for a "
+      "CPU place (on GPU places it can); launch it from an activity at that host, e.g. at(p, [=] { "
+      "async_at(here(), kernel); })");
 }
 
 }  // namespace apgas::detail

@@ -7,6 +7,7 @@
 #include <apgas/place.hpp>
 
 #include <string>
+#include <utility>
 
 namespace apgas {
 namespace detail {
@@ -20,6 +21,7 @@ place_tree place_tree::single_host() {
   t.here_host = 0;
   t.all.push_back(place(0));
   t.children.emplace_back();
+  t.description.emplace_back("host");
   return t;
 }
 
@@ -59,6 +61,12 @@ std::span<const place> places() noexcept {
 std::span<const place> all_places() noexcept { return detail::tree().all; }
 
 int num_hosts() noexcept { return detail::tree().num_hosts; }
+
+std::string describe(place p) {
+  const auto& t = detail::tree();
+  (void)place_of(p.id());
+  return t.description[static_cast<std::size_t>(p.id())];
+}
 
 place place_of(int id) {
   const auto& t = detail::tree();

@@ -2,14 +2,23 @@
 #include "runtime.hpp"
 
 #include "dist.hpp"
+#include "gpu_runtime.hpp"
 #include "scheduler.hpp"
+
+#include <apgas/detail/gpu.hpp>
 
 #include <apgas/activity.hpp>
 #include <apgas/error.hpp>
 #include <apgas/runtime.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <span>
 #include <exception>
 #include <memory>
 #include <string>
@@ -32,6 +41,64 @@ namespace detail {
 namespace {
 
 std::atomic<bool> g_running{false};
+
+// Every host's GPU count and descriptions, exchanged with the transport's start-up collectives; false if the GPU
+// set-up failed at some host (acc == nullptr there).
+bool build_tree(transport::transport& tp, accelerator* acc, place_tree& t) {
+  const int hosts = tp.size();
+  const int me = tp.rank();
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) std::snprintf(name, sizeof name, "(unknown)");
+  std::string mine = std::string("host ") + name;  // this host's descriptions, '\n'-separated: host, then GPUs
+  const int count = acc != nullptr ? acc->count() : 0;
+  for (int g = 0; g < count; ++g) mine += "\n" + acc->describe(g);
+  struct head {
+    std::int32_t ok, count;
+    std::uint64_t bytes;
+  } h{acc != nullptr ? 1 : 0, count, mine.size()};
+  const std::vector<std::byte> heads = tp.allgather(std::as_bytes(std::span(&h, 1)));
+  std::vector<head> all(static_cast<std::size_t>(hosts));
+  std::memcpy(all.data(), heads.data(), heads.size());
+  std::size_t width = 0;
+  bool ok = true;
+  for (const head& x : all) {
+    ok = ok && x.ok != 0;
+    width = std::max<std::size_t>(width, x.bytes);
+  }
+  if (!ok) return false;
+  mine.resize(width, '\0');
+  const std::vector<std::byte> texts = tp.allgather(std::as_bytes(std::span(mine.data(), width)));
+
+  t.num_hosts = hosts;
+  t.here_host = me;
+  t.children.resize(static_cast<std::size_t>(hosts));
+  std::vector<std::vector<std::string>> lines(static_cast<std::size_t>(hosts));
+  for (int p = 0; p < hosts; ++p) {
+    std::string text(reinterpret_cast<const char*>(texts.data()) + static_cast<std::size_t>(p) * width,
+                     all[static_cast<std::size_t>(p)].bytes);
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t nl = text.find('\n', start);
+      lines[static_cast<std::size_t>(p)].push_back(text.substr(start, nl == std::string::npos ? nl : nl - start));
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+    t.all.push_back(place(p));
+    t.description.push_back(lines[static_cast<std::size_t>(p)][0]);
+  }
+  int id = hosts;
+  for (int p = 0; p < hosts; ++p) {
+    if (p == me) t.gpus_before_here = id - hosts;
+    for (int g = 0; g < all[static_cast<std::size_t>(p)].count; ++g, ++id) {
+      t.all.push_back(place(id));
+      t.children[static_cast<std::size_t>(p)].push_back(place(id));
+      t.parent_of.push_back(p);
+      const auto& l = lines[static_cast<std::size_t>(p)];
+      t.description.push_back(static_cast<std::size_t>(g) + 1 < l.size() ? l[static_cast<std::size_t>(g) + 1] : "GPU");
+    }
+  }
+  return true;
+}
 
 void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) {
   try {
@@ -70,16 +137,28 @@ int run(const config& cfg, function_ref<void()> main) {
     std::fprintf(stderr, "apgas: start-up failed: %s\n", e.what());
     return 2;
   }
+  // The GPUs of this host, then the same tree everywhere: every host learns every host's GPUs. A host whose GPU
+  // set-up failed still takes part in the exchange (so that no peer waits for it), and then every host stops.
+  accelerator* acc = nullptr;
+  std::string acc_error;
+  try {
+    acc = &accelerator_for_run(cfg);
+  } catch (const std::exception& e) {
+    acc_error = e.what();
+  }
   place_tree t;
-  t.num_hosts = tp->size();
-  t.here_host = tp->rank();
-  for (int i = 0; i < t.num_hosts; ++i) t.all.push_back(place(i));
-  t.children.resize(static_cast<std::size_t>(t.num_hosts));
+  if (!build_tree(*tp, acc, t)) {
+    if (!acc_error.empty()) std::fprintf(stderr, "apgas: %s\n", acc_error.c_str());
+    else std::fprintf(stderr, "apgas: start-up stopped: the GPU set-up failed at another host place\n");
+    return 2;
+  }
+  const int first_gpu = t.num_hosts + t.gpus_before_here;
   set_tree(std::move(t));
   auto sched = std::make_unique<scheduler>(cfg);
   set_scheduler(sched.get());
   tp->barrier();  // every place is ready to receive before place 0 sends anything
   dist_start(*tp);
+  gpu_start(*acc, first_gpu);
 
   // The main activity (place 0): runs `main` inside the implicit finish; its outcome is handed to this
   // (non-worker) thread. The other places serve until place 0 tells them the run is over.
@@ -105,6 +184,7 @@ int run(const config& cfg, function_ref<void()> main) {
     code = dist_wait_shutdown();
   }
   dist_stop();
+  gpu_stop();
   sched.reset();  // stop and join the workers
   set_scheduler(nullptr);
   dist_finalize(*tp);

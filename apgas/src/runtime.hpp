@@ -3,6 +3,7 @@
 
 #include <apgas/place.hpp>
 
+#include <string>
 #include <vector>
 
 namespace apgas::detail {
@@ -11,9 +12,11 @@ namespace apgas::detail {
 struct place_tree {
   int num_hosts = 1;
   int here_host = 0;                          // the host place of this process
+  int gpus_before_here = 0;                   // GPU places of the hosts before this one
   std::vector<place> all;                     // every place, by id
   std::vector<std::vector<place>> children;   // per host: its accelerator places
   std::vector<int> parent_of;                 // per accelerator (id - num_hosts): its host
+  std::vector<std::string> description;       // per place: "host <name>", or the GPU's name and ordinal
   static place_tree single_host();
 };
 

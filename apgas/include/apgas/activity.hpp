@@ -19,7 +19,6 @@ namespace apgas {
 
 namespace detail {
 void spawn(task* t);                                   // takes ownership; deletes t before throwing
-void run_finish(function_ref<void()> body);
 struct collector {
   void* accumulator;
   const void* reducer;
@@ -49,8 +48,7 @@ void async_at(place p, F f, Args... args) {
     static_assert(sizeof...(Args) == 0,
                   "apgas::async_at: a kernel closure takes its inputs through captures and resources, not through "
                   "extra arguments");
-    detail::check_kernel_target(p);
-    detail::start_kernel_cpu(detail::prepare_kernel_cpu(f));
+    detail::send_kernel(p, f);
   } else {
     detail::check_shippable<F>();
     static_assert(std::is_invocable_v<F&, Args&...>, "apgas::async_at: f(args...) must be callable");
@@ -77,9 +75,7 @@ template <class F, class... Args>
 auto at(place p, F f, Args... args) {
   if constexpr (detail::is_kernel_v<F>) {
     static_assert(sizeof...(Args) == 0, "apgas::at: a kernel closure takes no extra arguments");
-    detail::check_kernel_target(p);
-    auto launch = detail::prepare_kernel_cpu(f);  // launch errors are thrown raw, before the finish
-    finish([&] { detail::start_kernel_cpu(std::move(launch)); });
+    detail::at_kernel(p, f);
   } else {
     detail::check_shippable<F>();
     static_assert(std::is_invocable_v<F&, Args&...>, "apgas::at: f(args...) must be callable");

@@ -31,6 +31,8 @@
 /// block (a plain block stops its loop; the other threads of a clocked block run on without it): each failed block
 /// contributes one exception to the governing finish.
 
+#include <apgas/detail/function_ref.hpp>
+#include <apgas/detail/remote.hpp>
 #include <apgas/detail/task.hpp>
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
@@ -38,7 +40,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <tuple>
@@ -182,6 +186,25 @@ struct resource_traits<global_copy<T>> : std::true_type {
   using param = std::span<T>;
 };
 
+// nvcc's extended lambdas: in host code a __host__ __device__ lambda is a wrapper that owns a heap copy of the
+// closure (so it is not trivially copyable there), while its device image is the captures alone.
+template <class B>
+constexpr bool is_nvcc_host_device_lambda() {
+#if defined(__CUDACC__)
+  return __nv_is_extended_host_device_lambda_closure_type(B);
+#else
+  return false;
+#endif
+}
+template <class B>
+constexpr bool is_nvcc_device_lambda() {
+#if defined(__CUDACC__)
+  return __nv_is_extended_device_lambda_closure_type(B);
+#else
+  return false;
+#endif
+}
+
 template <class G>
 inline constexpr bool is_grid_v = std::is_same_v<G, grid> || std::is_same_v<G, auto_grid_t>;
 
@@ -216,7 +239,10 @@ auto make_kernel(Grid g, Tuple&& args, std::index_sequence<I...>) {
   static_assert((resource_traits<std::decay_t<std::tuple_element_t<I, std::decay_t<Tuple>>>>::value && ...),
                 "apgas::cuda_kernel: between the grid and the body only resources may appear (shared, shared_from, "
                 "constant_from, global_from)");
-  static_assert(shippable_v<Body>,
+  static_assert(!is_nvcc_device_lambda<Body>(),
+                "apgas::cuda_kernel: the body is a __device__ lambda; write it as [=] APGAS_KERNEL (...) "
+                "(__host__ __device__): the same closure also runs on CPU places");
+  static_assert(shippable_v<Body> || is_nvcc_host_device_lambda<Body>(),
                 "apgas::cuda_kernel: the body must be trivially copyable (it is shipped to the device): capture "
                 "scalars, place, remote_array; pass host data through resources");
   using K = kernel_closure<Grid, Body, std::decay_t<std::tuple_element_t<I, std::decay_t<Tuple>>>...>;
@@ -241,9 +267,6 @@ auto cuda_kernel(Grid g, Rest&&... rest) {
 
 namespace detail {
 
-/// A kernel sent to a GPU place: launched by the CUDA backend when there is one; illegal_operation_exception
-/// otherwise, saying whether the sending file was compiled by nvcc.
-void kernel_to_gpu(place p, bool compiled_by_nvcc);
 /// The grid a kernel gets on a CPU place (auto_grid: one block per worker, one thread each). Throws
 /// kernel_launch_error for a non-positive shape.
 grid cpu_grid(const grid* explicit_shape);
@@ -330,18 +353,174 @@ void start_kernel_cpu(std::shared_ptr<cpu_launch<K>> launch) {
   });
 }
 
-/// Throws illegal_operation_exception: kernel closures are not routed to other hosts yet.
-[[noreturn]] void kernel_to_other_host(place p);
+// ---- sending a kernel: here, to a GPU of this host, or to another host ----------------------------------------
 
-/// Check the target of a kernel closure: a GPU place needs the CUDA backend (and a file compiled by nvcc).
-inline void check_kernel_target(place p) {
+/// bad_place_exception for an invalid place; illegal_operation_exception outside an activity, inside atomic/when or
+/// inside a kernel body.
+void check_kernel_place(place p);
+/// The same on the receiving host for a routed kernel: p must be this host or one of its GPUs.
+void check_routed_kernel_place(place p);
+[[noreturn]] void kernel_not_compiled_by_nvcc(place p);
+[[noreturn]] void kernel_body_not_rebuildable(place p);
+void run_finish(function_ref<void()> body);
+
+template <class T>
+void write_resource(writer& w, const shared_array<T>& r) {
+  w & static_cast<std::uint64_t>(r.n) & r.value;
+}
+template <class R>
+void write_resource(writer& w, const R& r) {  // shared_copy, constant_copy, global_copy: the host data
+  w & *r.data;
+}
+template <class T>
+void read_resource(reader& in, shared_array<T>& r) {
+  std::uint64_t n = 0;
+  in & n & r.value;
+  r.n = static_cast<std::size_t>(n);
+}
+template <class R>
+void read_resource(reader& in, R& r) {
+  auto v = std::make_shared<std::remove_const_t<typename decltype(r.data)::element_type>>();
+  in & *v;
+  r.data = std::move(v);
+}
+
+template <class K>
+void launch_kernel_gpu(place p, const K& k);  // apgas/cuda/kernel.cuh (files compiled by nvcc)
+template <class K, class Shape, class Resources>
+void launch_gpu_parts(place p, const Shape& shape, const void* body, const Resources& res);  // likewise
+template <class K>
+void at_kernel(place p, const K& k);
+
+/// Run launch() under a finish and wait; an exception launch() throws means nothing was started, so it is rethrown
+/// raw, not wrapped by the finish (what at() promises for errors of the pre step).
+template <class F>
+void launch_and_wait(F&& launch) {
+  std::exception_ptr pre;
+  auto body = [&] {
+    try {
+      launch();
+    } catch (...) {
+      pre = std::current_exception();
+    }
+  };
+  run_finish(function_ref<void()>(body));
+  if (pre) std::rethrow_exception(pre);
+}
+
+/// A kernel that travels to another host: the target place, the grid, the bytes of the body, the resources' data.
+/// It is rebuilt and launched inside an activity at the target host (so a failure there is that activity's).
+template <class K>
+struct kernel_route {
+  using body_type = decltype(K::body);
+
+  static void write(writer& w, place target, const K& k) {
+    w & static_cast<std::int32_t>(target.id());
+    w.write_bytes(&k.shape, sizeof(k.shape));
+    const std::size_t at = w.size();
+    w.write_bytes(&k.body, sizeof(body_type));
+    // An nvcc __host__ __device__ lambda is, in host code, a wrapper whose last member points to a host copy of the
+    // lambda: only the captures before it mean anything elsewhere, so the address itself never goes on the wire.
+    if constexpr (requires { requires std::is_same_v<decltype(k.body.data), void*>; }) {
+      const std::size_t off = static_cast<std::size_t>(reinterpret_cast<const char*>(&k.body.data) -
+                                                       reinterpret_cast<const char*>(&k.body));
+      std::memset(w.bytes().data() + at + off, 0, sizeof(void*));
+    }
+    std::apply([&](const auto&... r) { (write_resource(w, r), ...); }, k.resources);
+  }
+
+  static void run(reader& in, bool wait) {
+    std::int32_t id = 0;
+    in & id;
+    const place p(id);
+    check_routed_kernel_place(p);
+    decltype(K::shape) shape{};
+    in.read_bytes(&shape, sizeof(shape), "kernel grid");
+    alignas(body_type) unsigned char body[sizeof(body_type)];
+    in.read_bytes(body, sizeof(body_type), "kernel body");
+    decltype(K::resources) res;
+    std::apply([&](auto&... r) { (read_resource(in, r), ...); }, res);
+    if (p.is_cuda()) {
 #if defined(__CUDACC__)
-  if (p.is_cuda()) kernel_to_gpu(p, true);
+      auto launch = [&] { launch_gpu_parts<K>(p, shape, body, res); };
+      if (wait) {
+        launch_and_wait(launch);
+      } else {
+        launch();
+      }
 #else
-  if (p.is_cuda()) kernel_to_gpu(p, false);
+      kernel_not_compiled_by_nvcc(p);
 #endif
-  if (!check_at_target(p)) kernel_to_other_host(p);
+    } else if constexpr (shippable_v<body_type>) {
+      K k{shape, std::move(res), *std::launder(reinterpret_cast<body_type*>(body))};
+      if (wait) {
+        at_kernel(p, k);
+      } else {
+        start_kernel_cpu(prepare_kernel_cpu(k));
+      }
+    } else {
+      kernel_body_not_rebuildable(p);
+    }
+  }
+};
+
+template <class K>
+struct kernel_async_entry {
+  static void invoke(reader& in) { kernel_route<K>::run(in, false); }
+  static inline const std::size_t handle =
+      ser::registry::add(typeid(kernel_async_entry*).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+};
+template <class K>
+struct kernel_at_entry {
+  static void invoke(reader& in, writer&) { kernel_route<K>::run(in, true); }
+  static inline const std::size_t handle =
+      ser::registry::add(typeid(kernel_at_entry*).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+};
+
+/// async_at(p, kernel): launch it, counted by the caller's innermost finish like an activity. Errors of the pre
+/// step (grid, shared memory, a dead GPU) are thrown here when p is on this host; for another host they become the
+/// exception of the routed activity, reported to the finish.
+template <class K>
+void send_kernel(place p, const K& k) {
+  check_kernel_place(p);
+  if (!is_here(p.parent())) {
+#if !defined(__CUDACC__)
+    if (p.is_cuda()) kernel_not_compiled_by_nvcc(p);
+#endif
+    writer w = begin_message();
+    kernel_route<K>::write(w, p, k);
+    send_async(p.parent(), ser::registry::id_of(kernel_async_entry<K>::handle), std::move(w));
+  } else if (p.is_cuda()) {
+#if defined(__CUDACC__)
+    launch_kernel_gpu(p, k);
+#else
+    kernel_not_compiled_by_nvcc(p);
+#endif
+  } else {
+    start_kernel_cpu(prepare_kernel_cpu(k));
+  }
+}
+
+/// at(p, kernel): launch and wait. Pre-step errors are thrown raw (nothing was started); failures of the kernel
+/// itself (a faulting GPU kernel, an exception in a CPU block) arrive as multiple_exceptions, as from a finish.
+template <class K>
+void at_kernel(place p, const K& k) {
+  check_kernel_place(p);
+  if (!is_here(p.parent())) {
+#if !defined(__CUDACC__)
+    if (p.is_cuda()) kernel_not_compiled_by_nvcc(p);
+#endif
+    writer w = begin_message();
+    kernel_route<K>::write(w, p, k);
+    (void)send_at(p.parent(), ser::registry::id_of(kernel_at_entry<K>::handle), std::move(w));
+    return;
+  }
+  launch_and_wait([&] { send_kernel(p, k); });
 }
 
 }  // namespace detail
 }  // namespace apgas
+
+#if defined(__CUDACC__)
+#include <apgas/cuda/kernel.cuh>
+#endif

@@ -4,6 +4,7 @@
 /// host come after all hosts. The tree is the same on every host and fixed for the duration of apgas::run.
 
 #include <span>
+#include <string>
 
 namespace apgas {
 
@@ -42,5 +43,8 @@ std::span<const place> all_places() noexcept;
 place place_of(int id);
 /// Number of host places.
 int num_hosts() noexcept;
+/// What a place is, for people: "host <hostname>" for a host place; for a GPU place its device name, ordinal and
+/// size ("NVIDIA H100 80GB HBM3 (device 0, 132 SMs, 79 GiB)"). bad_place_exception for an invalid place.
+std::string describe(place p);
 
 }  // namespace apgas

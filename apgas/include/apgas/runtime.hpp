@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace apgas {
 
@@ -22,10 +23,26 @@ struct config {
   /// Bytes of each fiber stack, guard page not included (APGAS_STACK_SIZE; suffixes K, M, G accepted).
   std::size_t stack_size = default_stack_size;
 
+  static constexpr std::size_t default_dma_slice = std::size_t{4} << 20;
+  static constexpr std::size_t min_dma_slice = std::size_t{64} << 10;
+  static constexpr std::size_t max_dma_slice = std::size_t{256} << 20;
+  static constexpr int max_gpu_ordinal = 1023;
+
+  /// Which GPUs of each host become places (APGAS_GPUS): "all", "none", or a comma-separated list of device
+  /// ordinals ("0,2"), in the order they become places. A listed GPU the host does not have stops start-up.
+  std::string gpus = "all";
+  /// Bytes of each pinned staging slice of the DMA spooler (APGAS_CUDA_DMA_SLICE; suffixes K, M, G), a multiple of
+  /// 4 KiB from 64 KiB to 256 MiB. The default, 4 MiB, is explained in docs/decisions/0006-gpu-places.md.
+  std::size_t cuda_dma_slice = default_dma_slice;
+
   /// The configuration given by the environment. Throws config_error.
   static config from_env();
   /// Throws config_error if a field is out of range.
   void validate() const;
+  /// The device ordinals listed by `gpus`, in order: empty for "none", and for "all" (see all_gpus()). Throws
+  /// config_error for a malformed value (not all/none, not a number, out of 0..max_gpu_ordinal, a duplicate).
+  std::vector<int> gpu_list() const;
+  bool all_gpus() const noexcept { return gpus == "all"; }
 };
 
 namespace detail {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 
 namespace apgas::detail {
 
@@ -31,6 +32,23 @@ class completion {
   static constexpr std::uintptr_t signalled = 1;
   // pending, signalled, or the address of the parked fiber (aligned, so never 0 or 1).
   std::atomic<std::uintptr_t> state_{pending};
+};
+
+class finish_state;
+
+/// Work that runs outside the workers (a GPU kernel, a DMA) and that a finish must wait for like an activity.
+/// join() counts one in the innermost finish of the calling activity; done() — exactly once, from any thread —
+/// records the exception (if any) and ends it. Until done() the finish cannot terminate.
+class finish_token {
+ public:
+  finish_token() noexcept = default;
+  /// Throws illegal_operation_exception outside an activity or inside atomic/when.
+  static finish_token join();
+  void done(std::exception_ptr e = nullptr) noexcept;
+  explicit operator bool() const noexcept { return fs_ != nullptr; }
+
+ private:
+  finish_state* fs_ = nullptr;
 };
 
 /// A progress hook returns true when it made progress (delivered something).

@@ -65,7 +65,7 @@ struct async_entry {
     std::apply(f, args);
   }
   static inline const std::size_t handle =
-      ser::registry::add(typeid(async_entry).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+      ser::registry::add(typeid(async_entry*).name(), reinterpret_cast<ser::registry::fn>(&invoke));
 };
 
 template <class F, class... Args>
@@ -81,7 +81,7 @@ struct at_entry {
     }
   }
   static inline const std::size_t handle =
-      ser::registry::add(typeid(at_entry).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+      ser::registry::add(typeid(at_entry*).name(), reinterpret_cast<ser::registry::fn>(&invoke));
 };
 
 template <class F, class... Args>

@@ -1,0 +1,112 @@
+#pragma once
+// The seam between the core and the GPU backend (cuda_place/). Installed because the kernel and remote-array
+// templates call into it; not API.
+//
+// Two halves:
+//  - what templates in user code call (gpu_launch, gpu_alloc, gpu_put, ...): non-template entry points of the core
+//    that forward to the backend of this process. They never mention a CUDA type, so this header compiles with any
+//    C++ compiler; only apgas/cuda/kernel.cuh (included under nvcc) builds gpu_kernel_request objects.
+//  - the accelerator interface a backend implements, and make_accelerator(), the one composition point
+//    (cuda_place/src/select.cpp) that picks the CUDA backend when it is built in.
+// All GPU places named here belong to the caller's host: the templates route work for another host's GPU to that
+// host first (at/async_at to p.parent()).
+
+#include <apgas/place.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace apgas {
+struct config;
+struct grid;
+}
+
+namespace apgas::detail {
+
+/// Host bytes copied into a device buffer made for one launch (before the kernel starts), freed when it has ended.
+struct gpu_upload {
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+/// One kernel launch at a GPU place, built by apgas/cuda/kernel.cuh in a file compiled by nvcc. The kernel takes two
+/// parameters: the body (by value, or a pointer to a device copy of it when `spilled`) and the descriptor of its
+/// resources, which write_desc fills once the device addresses are known.
+struct gpu_kernel_request {
+  const char* what = "kernel";                  ///< for messages
+  const void* entry = nullptr;                  ///< host stub of the __global__ instantiation: identifies the kernel
+  /// The CUfunction of `entry` in the context current on the calling thread (a runtime API call made in the nvcc
+  /// file). Throws cuda_error.
+  void* (*resolve)(const void* entry) = nullptr;
+  /// Device address of the constant buffer of the nvcc file, in the current context; null if unused.
+  void* (*constant_symbol)() = nullptr;
+  std::size_t constant_capacity = 0;            ///< bytes of that buffer
+  std::span<const std::byte> constant;          ///< constant_from data, packed; copied in before the launch
+  const grid* shape = nullptr;                  ///< explicit grid, or null: auto_grid (occupancy)
+  std::size_t dynamic_shared = 0;               ///< bytes of shared memory per block (shared, shared_from)
+  std::vector<gpu_upload> uploads;              ///< global_from buffers and shared_from sources
+  /// Writes the descriptor (desc_bytes) given the device address of each upload, in order.
+  void (*write_desc)(void* desc, const void* ctx, const std::uintptr_t* upload_addresses) = nullptr;
+  const void* desc_ctx = nullptr;
+  std::size_t desc_bytes = 0;
+  const void* body = nullptr;                   ///< host bytes of the body (its device layout is their prefix)
+  std::size_t body_bytes = 0;
+  bool spilled = false;                         ///< the first parameter is a pointer to a device copy of the body
+  std::shared_ptr<const void> keep;             ///< host data the launch needs until it has ended
+};
+
+/// Launch at GPU place p: the pre step (grid, shared memory, constant memory, uploads, parameters) in the caller,
+/// then the kernel; its post step (free the launch's buffers, notify the finish) runs when it has ended. Counted by
+/// the caller's innermost finish like an activity. Throws kernel_launch_error (beyond the device's or the
+/// function's limits: nothing was started, the place stays usable), dead_place_exception, cuda_error.
+void gpu_launch(place p, gpu_kernel_request& r);
+
+/// `bytes` of zero-filled device memory at GPU place p.
+std::uintptr_t gpu_alloc(place p, std::size_t bytes);
+void gpu_free(place p, std::uintptr_t address);
+/// Host memory -> GPU p, counted by the caller's innermost finish; the data has landed when that finish ends.
+/// Pageable memory goes through the DMA-slice spooler, pinned memory (pinned_allocator) straight to the DMA engine.
+void gpu_put(place p, std::uintptr_t dst, const void* src, std::size_t bytes);
+/// GPU p -> host memory, counted likewise.
+void gpu_get(place p, void* dst, std::uintptr_t src, std::size_t bytes);
+/// GPU -> GPU of this host (peer copy, or staged by the driver), counted likewise.
+void gpu_copy(place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst, std::size_t bytes);
+
+/// Page-locked host memory when a CUDA driver can be loaded in this process, ordinary memory otherwise (cuda_place/).
+void* pinned_alloc(std::size_t bytes);
+void pinned_free(void* p) noexcept;
+/// True when [p, p + bytes) lies in one block from pinned_alloc that is page-locked.
+bool is_pinned(const void* p, std::size_t bytes) noexcept;
+
+/// What a GPU backend provides. Every call but the constructor's work happens inside a run, from activities of this
+/// host (or, for poll-driven completions, from its progress hook). `gpu` is the local index: 0..count()-1.
+class accelerator {
+ public:
+  virtual ~accelerator() = default;
+  /// GPUs of this host that become places (APGAS_GPUS applied), in place order.
+  virtual int count() const noexcept = 0;
+  /// A description of GPU `gpu` ("NVIDIA H100 80GB HBM3, device 0, 132 SMs"), or, for -1, why there are none.
+  virtual std::string describe(int gpu) const = 0;
+  /// A run begins: this host's GPUs get place ids first_place .. first_place + count() - 1.
+  virtual void start(int first_place) = 0;
+  /// The run ends; every operation has ended (the implicit finish of the main activity waited for them).
+  virtual void stop() = 0;
+  virtual void launch(int gpu, gpu_kernel_request& r) = 0;
+  virtual std::uintptr_t alloc(int gpu, std::size_t bytes) = 0;
+  virtual void free(int gpu, std::uintptr_t address) = 0;
+  virtual void put(int gpu, std::uintptr_t dst, const void* src, std::size_t bytes) = 0;
+  virtual void get(int gpu, void* dst, std::uintptr_t src, std::size_t bytes) = 0;
+  virtual void copy(int src_gpu, std::uintptr_t src, int dst_gpu, std::uintptr_t dst, std::size_t bytes) = 0;
+};
+
+/// The backend for this process: CUDA when built in (zero GPUs when there is no driver or no device), else none.
+/// Throws config_error for an APGAS_GPUS list that names a GPU this host does not have.
+std::unique_ptr<accelerator> make_accelerator(const config& cfg);
+/// Backends built in ("cuda" or "").
+const char* built_accelerators() noexcept;
+
+}  // namespace apgas::detail

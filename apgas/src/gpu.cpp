@@ -1,0 +1,110 @@
+// GPU places in the core: the accelerator of this process, the GPU part of the place tree, and the entry points the
+// templates call (detail/gpu.hpp), which check the place and forward to the backend.
+//
+// Invariants: g_active is set between gpu_start and gpu_stop (a run) and is the only accelerator then; the GPU places
+// of this host are g_first .. g_first + g_active->count() - 1. The accelerator object lives from the first run that
+// needs it to the end of the process (it is never destroyed at exit: the CUDA driver may already be shutting down
+// then); a later run with another GPU configuration replaces it.
+#include "gpu_runtime.hpp"
+
+#include "runtime.hpp"
+#include "scheduler.hpp"
+
+#include <apgas/detail/gpu.hpp>
+#include <apgas/error.hpp>
+#include <apgas/runtime.hpp>
+
+#include <string>
+
+namespace apgas::detail {
+namespace {
+
+struct holder {
+  accelerator* acc = nullptr;
+  std::string gpus;
+  std::size_t slice = 0;
+};
+holder g_holder;
+accelerator* g_active = nullptr;
+int g_first = 0;
+
+// The local index of GPU place p; p must be a GPU place of this host (the templates route other hosts' GPUs).
+int local_gpu(place p, const char* what) {
+  const place_tree& t = tree();
+  if (p.id() < 0 || p.id() >= static_cast<int>(t.all.size())) {
+    throw bad_place_exception(std::string(what) + ": no place with id " + std::to_string(p.id()) + " (there are " +
+                              std::to_string(t.all.size()) + " places)");
+  }
+  if (!p.is_cuda()) {
+    throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(p.id()) + " is not a GPU place");
+  }
+  if (g_active == nullptr || p.id() < g_first || p.id() >= g_first + g_active->count()) {
+    throw illegal_operation_exception(std::string(what) + ": GPU place " + std::to_string(p.id()) +
+                                      " belongs to host " + std::to_string(p.parent().id()) + ", not to this host " +
+                                      std::to_string(t.here_host));
+  }
+  return p.id() - g_first;
+}
+
+}  // namespace
+
+accelerator& accelerator_for_run(const config& cfg) {
+  holder& h = g_holder;
+  if (h.acc == nullptr || h.gpus != cfg.gpus || h.slice != cfg.cuda_dma_slice) {
+    std::unique_ptr<accelerator> fresh = make_accelerator(cfg);
+    delete h.acc;
+    h.acc = fresh.release();
+    h.gpus = cfg.gpus;
+    h.slice = cfg.cuda_dma_slice;
+  }
+  return *h.acc;
+}
+
+void gpu_start(accelerator& acc, int first_place) {
+  g_first = first_place;
+  g_active = &acc;
+  acc.start(first_place);
+}
+
+void gpu_stop() {
+  if (g_active == nullptr) return;
+  g_active->stop();
+  g_active = nullptr;
+}
+
+void gpu_launch(place p, gpu_kernel_request& r) {
+  const int g = local_gpu(p, "apgas::async_at (kernel)");
+  require_unrestricted_activity("apgas::async_at (kernel)");
+  g_active->launch(g, r);
+}
+
+std::uintptr_t gpu_alloc(place p, std::size_t bytes) {
+  const int g = local_gpu(p, "apgas::make_remote_array");
+  return g_active->alloc(g, bytes);
+}
+
+void gpu_free(place p, std::uintptr_t address) {
+  const int g = local_gpu(p, "apgas::free_remote_array");
+  g_active->free(g, address);
+}
+
+void gpu_put(place p, std::uintptr_t dst, const void* src, std::size_t bytes) {
+  const int g = local_gpu(p, "apgas::async_copy");
+  require_unrestricted_activity("apgas::async_copy");
+  g_active->put(g, dst, src, bytes);
+}
+
+void gpu_get(place p, void* dst, std::uintptr_t src, std::size_t bytes) {
+  const int g = local_gpu(p, "apgas::async_copy");
+  require_unrestricted_activity("apgas::async_copy");
+  g_active->get(g, dst, src, bytes);
+}
+
+void gpu_copy(place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst, std::size_t bytes) {
+  const int s = local_gpu(src_place, "apgas::async_copy");
+  const int d = local_gpu(dst_place, "apgas::async_copy");
+  require_unrestricted_activity("apgas::async_copy");
+  g_active->copy(s, src, d, dst, bytes);
+}
+
+}  // namespace apgas::detail

@@ -1,0 +1,320 @@
+#pragma once
+/// @file kernel.cuh
+/// The device side of kernel closures (apgas/kernel.hpp), and the host code that launches them on a GPU place.
+/// Included by apgas/kernel.hpp in files compiled by nvcc (never by the host compiler): a file that sends a kernel
+/// to a GPU place must be compiled by nvcc (apgas_add_cuda_sources() in CMake) with --extended-lambda and
+/// --expt-relaxed-constexpr (std::span and the thread handle in device code).
+///
+/// One kernel closure type K instantiates one __global__ function template. It takes two parameters: the body (the
+/// closure's captures, by value — or, when body and descriptor would not fit in the 4 KiB parameter space, a pointer
+/// to a device copy of the body: chosen at compile time) and a descriptor of the resources (offsets into the dynamic
+/// shared memory, device addresses of global_from buffers and shared_from sources, offsets into the constant
+/// buffer). Each block first fills its shared arrays (all threads cooperate, then __syncthreads()), then every thread
+/// calls the body. The pre step on the host (gpu_launch in the core, cuda_place/src/backend.cpp) resolves the
+/// function, chooses or checks the grid, uploads the buffers and the constant data and launches; the post step
+/// frees the buffers and notifies the finish.
+///
+/// Constant memory: each nvcc file has one constant buffer of APGAS_CONSTANT_BYTES (define it before including
+/// apgas headers to leave room for __constant__ data of your own; default 64 KiB, the CUDA limit per file). Kernels
+/// that use constant_from are launched in order on one stream per GPU, so a launch never overwrites the constant data
+/// of a kernel still running.
+
+#if !defined(__CUDACC__)
+#error "apgas/cuda/kernel.cuh is the device side of apgas kernels: include <apgas/apgas.hpp> in a file compiled by nvcc"
+#endif
+
+#include <apgas/detail/gpu.hpp>
+#include <apgas/error.hpp>
+#include <apgas/kernel.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#ifndef APGAS_CONSTANT_BYTES
+#define APGAS_CONSTANT_BYTES 65536
+#endif
+
+namespace apgas::detail::cuda {
+namespace {
+
+// This file's constant buffer (internal linkage: one per nvcc file, in that file's module).
+__constant__ __align__(16) unsigned char constant_buffer[APGAS_CONSTANT_BYTES];
+
+template <int = 0>
+void* constant_address() {
+  void* p = nullptr;
+  const cudaError_t e = cudaGetSymbolAddress(&p, constant_buffer);
+  if (e != cudaSuccess) {
+    throw cuda_error(static_cast<int>(e), std::string("apgas: cudaGetSymbolAddress (constant buffer): ") +
+                                              cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  }
+  return p;
+}
+
+}  // namespace
+
+/// The CUfunction of a kernel entry in the context current on this thread.
+inline void* resolve_entry(const void* entry) {
+  cudaFunction_t f = nullptr;
+  const cudaError_t e = cudaGetFuncBySymbol(&f, entry);
+  if (e != cudaSuccess) {
+    throw cuda_error(static_cast<int>(e),
+                     std::string("apgas: cudaGetFuncBySymbol: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+                         "); a kernel without an image for this GPU was built for other CMAKE_CUDA_ARCHITECTURES");
+  }
+  return reinterpret_cast<void*>(f);
+}
+
+// ---- the descriptor: what the device needs to know about each resource ----------------------------------------
+
+template <class R>
+struct dev_res;
+
+template <class T>
+struct dev_res<shared_array<T>> {  // a per-block array filled with one value
+  std::size_t offset, n;
+  T value;
+  __device__ void fill(unsigned char* smem) const {
+    T* a = reinterpret_cast<T*>(smem + offset);
+    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) a[i] = value;
+  }
+  __device__ std::span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
+};
+
+template <class T>
+struct dev_res<shared_copy<T>> {  // a per-block array filled from a device copy of host data
+  std::size_t offset, n;
+  const T* source;
+  __device__ void fill(unsigned char* smem) const {
+    T* a = reinterpret_cast<T*>(smem + offset);
+    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) a[i] = source[i];
+  }
+  __device__ std::span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
+};
+
+template <class T>
+struct dev_res<constant_copy<T>> {  // a range of this file's constant buffer
+  std::size_t offset, n;
+  __device__ void fill(unsigned char*) const {}
+  __device__ std::span<const T> param(unsigned char*) const {
+    return {reinterpret_cast<const T*>(constant_buffer + offset), n};
+  }
+};
+
+template <class T>
+struct dev_res<global_copy<T>> {  // one device buffer for the launch
+  T* data;
+  std::size_t n;
+  __device__ void fill(unsigned char*) const {}
+  __device__ std::span<T> param(unsigned char*) const { return {data, n}; }
+};
+
+/// The resources' descriptors, in order (a plain aggregate: it is copied bytewise into the kernel parameters).
+template <class... R>
+struct dev_desc {};
+template <class R0, class... Rest>
+struct dev_desc<R0, Rest...> {
+  dev_res<R0> head;
+  dev_desc<Rest...> tail;
+};
+
+template <std::size_t I, class R0, class... Rest>
+__host__ __device__ auto& get(dev_desc<R0, Rest...>& d) {
+  if constexpr (I == 0) {
+    return d.head;
+  } else {
+    return get<I - 1>(d.tail);
+  }
+}
+template <std::size_t I, class R0, class... Rest>
+__host__ __device__ const auto& get(const dev_desc<R0, Rest...>& d) {
+  if constexpr (I == 0) {
+    return d.head;
+  } else {
+    return get<I - 1>(d.tail);
+  }
+}
+
+template <class R>
+inline constexpr bool uses_shared = false;
+template <class T>
+inline constexpr bool uses_shared<shared_array<T>> = true;
+template <class T>
+inline constexpr bool uses_shared<shared_copy<T>> = true;
+
+extern __shared__ __align__(16) unsigned char dynamic_shared[];
+
+template <bool Clocked, class Body, class... R, std::size_t... I>
+__device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_sequence<I...>) {
+  (get<I>(d).fill(dynamic_shared), ...);
+  if constexpr ((uses_shared<R> || ...)) __syncthreads();
+  if constexpr (Clocked) {
+    body(clocked_thread(blockIdx.x, threadIdx.x, gridDim.x, blockDim.x, nullptr), get<I>(d).param(dynamic_shared)...);
+  } else {
+    body(thread_handle(blockIdx.x, threadIdx.x, gridDim.x, blockDim.x), get<I>(d).param(dynamic_shared)...);
+  }
+}
+
+template <bool Clocked, class Body, class... R>
+__global__ void entry_direct(Body body, dev_desc<R...> d) {
+  run_block<Clocked>(body, d, std::index_sequence_for<R...>{});
+}
+
+template <bool Clocked, class Body, class... R>
+__global__ void entry_spilled(const Body* body, dev_desc<R...> d) {
+  run_block<Clocked>(*body, d, std::index_sequence_for<R...>{});
+}
+
+/// Bytes of kernel parameters every GPU accepts; a body and descriptor larger than this go by pointer.
+inline constexpr std::size_t param_space = 4096;
+
+// ---- the host side: plan the resources, build the request, launch ----------------------------------------------
+
+// Where each resource goes: its offset in the dynamic shared memory or in the constant buffer, or its upload.
+struct resource_slot {
+  std::size_t offset = 0;
+  int upload = -1;  // index into the request's uploads
+};
+
+struct launch_layout {
+  std::size_t shared_bytes = 0;
+  std::vector<std::byte> constant;
+  std::vector<gpu_upload> uploads;
+
+  std::size_t place_shared(std::size_t bytes, std::size_t align) {
+    const std::size_t at = (shared_bytes + align - 1) / align * align;
+    shared_bytes = at + bytes;
+    return at;
+  }
+  int upload(const void* data, std::size_t bytes) {
+    uploads.push_back(gpu_upload{data, bytes});
+    return static_cast<int>(uploads.size()) - 1;
+  }
+};
+
+template <class T>
+inline constexpr std::size_t shared_align = alignof(T) > 16 ? alignof(T) : 16;
+
+template <class T>
+resource_slot lay_out(launch_layout& l, const shared_array<T>& r) {
+  return {l.place_shared(r.n * sizeof(T), shared_align<T>), -1};
+}
+template <class T>
+resource_slot lay_out(launch_layout& l, const shared_copy<T>& r) {
+  const std::size_t bytes = r.data->size() * sizeof(T);
+  return {l.place_shared(bytes, shared_align<T>), l.upload(r.data->data(), bytes)};
+}
+template <class T>
+resource_slot lay_out(launch_layout& l, const constant_copy<T>& r) {
+  const std::size_t bytes = r.data->size() * sizeof(T);
+  const std::size_t at = (l.constant.size() + 15) / 16 * 16;
+  l.constant.resize(at + bytes);
+  if (bytes != 0) std::memcpy(l.constant.data() + at, r.data->data(), bytes);
+  return {at, -1};
+}
+template <class T>
+resource_slot lay_out(launch_layout& l, const global_copy<T>& r) {
+  return {0, l.upload(r.data->data(), r.data->size() * sizeof(T))};
+}
+
+template <class T>
+void describe(dev_res<shared_array<T>>& d, const shared_array<T>& r, resource_slot s, const std::uintptr_t*) {
+  d.offset = s.offset;
+  d.n = r.n;
+  d.value = r.value;
+}
+template <class T>
+void describe(dev_res<shared_copy<T>>& d, const shared_copy<T>& r, resource_slot s, const std::uintptr_t* up) {
+  d.offset = s.offset;
+  d.n = r.data->size();
+  d.source = reinterpret_cast<const T*>(up[s.upload]);
+}
+template <class T>
+void describe(dev_res<constant_copy<T>>& d, const constant_copy<T>& r, resource_slot s, const std::uintptr_t*) {
+  d.offset = s.offset;
+  d.n = r.data->size();
+}
+template <class T>
+void describe(dev_res<global_copy<T>>& d, const global_copy<T>& r, resource_slot s, const std::uintptr_t* up) {
+  d.data = reinterpret_cast<T*>(up[s.upload]);
+  d.n = r.data->size();
+}
+
+template <class... R>
+struct desc_context {
+  const std::tuple<R...>* res;
+  resource_slot slots[sizeof...(R) + 1];
+};
+
+template <class... R, std::size_t... I>
+void write_desc(void* out, const desc_context<R...>& c, const std::uintptr_t* uploads, std::index_sequence<I...>) {
+  auto* d = new (out) dev_desc<R...>;
+  (describe(get<I>(*d), std::get<I>(*c.res), c.slots[I], uploads), ...);
+}
+
+/// Launch the kernel made of these parts at GPU place p of this host (the body as bytes: a routed kernel arrives
+/// that way). Counted by the caller's innermost finish.
+template <class K, class Shape, class... R>
+void launch_parts(place p, const Shape& shape, const void* body, const std::tuple<R...>& res) {
+  using Body = decltype(K::body);
+  using desc_t = dev_desc<R...>;
+  constexpr bool clocked = K::clocked;
+  constexpr bool spill = sizeof(Body) + sizeof(desc_t) > param_space;
+
+  desc_context<R...> ctx{&res, {}};
+  launch_layout layout;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((ctx.slots[I] = lay_out(layout, std::get<I>(res))), ...);
+  }(std::index_sequence_for<R...>{});
+
+  gpu_kernel_request r;
+  if constexpr (spill) {
+    r.entry = reinterpret_cast<const void*>(&entry_spilled<clocked, Body, R...>);
+  } else {
+    r.entry = reinterpret_cast<const void*>(&entry_direct<clocked, Body, R...>);
+  }
+  r.what = "kernel";
+  r.resolve = &resolve_entry;
+  r.constant_symbol = layout.constant.empty() ? nullptr : &constant_address<>;
+  r.constant_capacity = APGAS_CONSTANT_BYTES;
+  r.constant = std::span<const std::byte>(layout.constant);
+  if constexpr (std::is_same_v<Shape, grid>) r.shape = &shape;
+  r.dynamic_shared = layout.shared_bytes;
+  r.uploads = std::move(layout.uploads);
+  r.write_desc = [](void* out, const void* c, const std::uintptr_t* uploads) {
+    write_desc(out, *static_cast<const desc_context<R...>*>(c), uploads, std::index_sequence_for<R...>{});
+  };
+  r.desc_ctx = &ctx;
+  r.desc_bytes = sizeof(desc_t);
+  r.body = body;
+  r.body_bytes = sizeof(Body);
+  r.spilled = spill;
+  r.keep = std::make_shared<const std::tuple<R...>>(res);  // the host data of the uploads, until the launch ends
+  gpu_launch(p, r);
+}
+
+}  // namespace apgas::detail::cuda
+
+namespace apgas::detail {
+
+template <class K, class Shape, class Resources>
+void launch_gpu_parts(place p, const Shape& shape, const void* body, const Resources& res) {
+  cuda::launch_parts<K>(p, shape, body, res);
+}
+
+template <class K>
+void launch_kernel_gpu(place p, const K& k) {
+  cuda::launch_parts<K>(p, k.shape, static_cast<const void*>(&k.body), k.resources);
+}
+
+}  // namespace apgas::detail
