@@ -9,14 +9,18 @@
 /// remote_array is an opaque token at every place but the home (it is never dereferenced anywhere else).
 
 #include <apgas/activity.hpp>
+#include <apgas/detail/gpu.hpp>
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
 #include <apgas/serialization/archive.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -125,13 +129,18 @@ class remote_array {
  public:
   remote_array() = default;
   place home() const noexcept { return place(home_); }
-  std::size_t size() const noexcept { return n_; }
-  /// The elements; only at home (bad_place_exception elsewhere).
-  T* data() const {
+  APGAS_DETAIL_HD std::size_t size() const noexcept { return n_; }
+  /// The elements; only at home (bad_place_exception elsewhere). In a kernel body running on a GPU place (device
+  /// code) the array must live at that GPU place; there the check is skipped.
+  APGAS_DETAIL_HD T* data() const {
+#if defined(__CUDA_ARCH__)
+    return reinterpret_cast<T*>(addr_);
+#else
     if (detail::here_id() != home_) detail::not_at_home("apgas::remote_array", home_);
     return reinterpret_cast<T*>(addr_);
+#endif
   }
-  T& operator[](std::size_t i) const { return data()[i]; }
+  APGAS_DETAIL_HD T& operator[](std::size_t i) const { return data()[i]; }
   /// The address token (meaningful only at home).
   std::uintptr_t token() const noexcept { return addr_; }
   static remote_array from_token(int home, std::uintptr_t addr, std::size_t n) noexcept {
@@ -150,34 +159,49 @@ class remote_array {
 
 namespace detail {
 template <class T>
-void check_array_place(place p, const char* what) {
-  place_of(p.id());
-  if (p.is_cuda()) {
-    throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(p.id()) +
-                                      " is a GPU place; GPU arrays need the CUDA backend");
-  }
-}
-template <class T>
 void check_range(const char* what, std::size_t off, std::size_t n, std::size_t size) {
   if (off > size || n > size - off) {
     throw bad_place_exception(std::string(what) + ": elements [" + std::to_string(off) + ", " +
                               std::to_string(off + n) + ") are outside the array of " + std::to_string(size));
   }
 }
+template <class T>
+std::size_t array_bytes(std::size_t n) {
+  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) {
+    throw std::length_error("apgas::make_remote_array: " + std::to_string(n) + " elements of " +
+                            std::to_string(sizeof(T)) + " bytes do not fit in the address space");
+  }
+  return n * sizeof(T);
+}
+/// n zero-filled elements at p: host memory at a host place, device memory at a GPU place (allocated by its host).
+template <class T>
+std::uintptr_t alloc_array(place p, std::size_t n) {
+  (void)place_of(p.id());
+  if (p.is_cuda()) {
+    const int gpu = p.id();
+    const std::size_t bytes = array_bytes<T>(n);
+    return at(p.parent(), [gpu, bytes] { return gpu_alloc(place(gpu), bytes); });
+  }
+  return at(p, [n] { return new_array<T>(n); });
+}
 }  // namespace detail
 
-/// n zero-filled elements at p.
+/// n zero-filled elements at p (a host place or a GPU place).
 template <class T>
 remote_array<T> make_remote_array(place p, std::size_t n) {
-  detail::check_array_place<T>(p, "apgas::make_remote_array");
-  const std::uintptr_t a = at(p, [n] { return detail::new_array<T>(n); });
-  return remote_array<T>::from_token(p.id(), a, n);
+  return remote_array<T>::from_token(p.id(), detail::alloc_array<T>(p, n), n);
 }
 
 /// n copies of value at p.
 template <class T>
 remote_array<T> make_remote_array(place p, std::size_t n, const T& value) {
-  detail::check_array_place<T>(p, "apgas::make_remote_array");
+  (void)place_of(p.id());
+  if (p.is_cuda()) {
+    remote_array<T> a = make_remote_array<T>(p, n);
+    const std::vector<T> v(n, value);
+    finish([&] { async_copy(std::span<const T>(v), a); });
+    return a;
+  }
   const std::uintptr_t a = at(
       p,
       [n](T v) {
@@ -193,8 +217,13 @@ remote_array<T> make_remote_array(place p, std::size_t n, const T& value) {
 /// A clone of init at p.
 template <class T>
 remote_array<T> make_remote_array(place p, std::span<const T> init) {
-  detail::check_array_place<T>(p, "apgas::make_remote_array");
+  (void)place_of(p.id());
   const std::size_t n = init.size();
+  if (p.is_cuda()) {
+    remote_array<T> a = make_remote_array<T>(p, n);
+    finish([&] { async_copy(init, a); });
+    return a;
+  }
   const std::uintptr_t a = at(
       p,
       [n](span_view<T> v) {
@@ -215,60 +244,128 @@ remote_array<T> make_remote_array(place p, std::size_t n, Gen gen) {
   return make_remote_array(p, std::span<const T>(v));
 }
 
-/// Free the array at its home; a becomes empty.
+/// Free the array at its home; a becomes empty. The array must not be in use (no kernel or copy in flight).
 template <class T>
 void free_remote_array(remote_array<T>& a) {
   if (a.token() == 0) return;
   const std::uintptr_t addr = a.token();
-  at(a.home(), [addr] {
-    detail::array_unregister(addr);
-    delete[] reinterpret_cast<T*>(addr);
-  });
+  const place home = a.home();
+  if (home.is_cuda()) {
+    const int gpu = home.id();
+    at(home.parent(), [gpu, addr] { detail::gpu_free(place(gpu), addr); });
+  } else {
+    at(home, [addr] {
+      detail::array_unregister(addr);
+      delete[] reinterpret_cast<T*>(addr);
+    });
+  }
   a = remote_array<T>();
 }
 
+namespace detail {
+/// Largest piece of a copy to or from another host's GPU that travels in one message.
+inline constexpr std::size_t routed_copy_bytes = std::size_t{64} << 20;
+}  // namespace detail
+
 /// Copy src into dst[dst_off..]; counted by the enclosing finish: dst holds the data once it ends. src must stay
-/// alive and unchanged until then (the bytes may be read straight from it while the copy is in flight).
+/// alive and unchanged until then (the bytes may be read straight from it while the copy is in flight). dst may live
+/// at any place: this host (memcpy), another host (a bulk transfer), a GPU of this host (the DMA-slice spooler, or
+/// one DMA from pinned memory), a GPU of another host (sent to that host, then copied there).
 template <class T>
 void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off = 0) {
   detail::check_range<T>("apgas::async_copy", dst_off, src.size(), dst.size());
   if (src.empty()) return;
+  const place home = dst.home();
   const std::uintptr_t to = dst.token() + dst_off * sizeof(T);
-  if (dst.home() == here()) {
+  if (home.is_cuda()) {
+    if (detail::is_here(home.parent())) {
+      detail::gpu_put(home, to, src.data(), src.size_bytes());
+      return;
+    }
+    const std::size_t piece = std::max<std::size_t>(1, detail::routed_copy_bytes / sizeof(T));
+    for (std::size_t off = 0; off < src.size(); off += piece) {
+      const std::size_t at_off = dst_off + off;
+      async_at(
+          home.parent(),
+          [dst, at_off](span_view<T> v) { finish([&] { async_copy(v.data, dst, at_off); }); },
+          span_view<T>{src.subspan(off, std::min(piece, src.size() - off))});
+    }
+    return;
+  }
+  if (home == here()) {
     std::memcpy(reinterpret_cast<T*>(to), src.data(), src.size_bytes());
     return;
   }
-  detail::put_bytes(dst.home(), to, std::as_bytes(src));
+  detail::put_bytes(home, to, std::as_bytes(src));
 }
 
 /// Copy src[src_off .. src_off + dst.size()) into dst, a span at the calling place; counted by the enclosing
-/// finish (dst must stay alive, and is complete, when it ends).
+/// finish (dst must stay alive, and is complete, when it ends). src may live at any place (see above).
 template <class T>
 void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
   detail::check_range<T>("apgas::async_copy", src_off, dst.size(), src.size());
   if (dst.empty()) return;
+  const place home = src.home();
   const std::uintptr_t from = src.token() + src_off * sizeof(T);
-  if (src.home() == here()) {
+  if (home.is_cuda()) {
+    if (detail::is_here(home.parent())) {
+      detail::gpu_get(home, dst.data(), from, dst.size_bytes());
+      return;
+    }
+    const std::size_t piece = std::max<std::size_t>(1, detail::routed_copy_bytes / sizeof(T));
+    for (std::size_t off = 0; off < dst.size(); off += piece) {
+      const std::size_t n = std::min(piece, dst.size() - off);
+      const std::size_t at_off = src_off + off;
+      T* out = dst.data() + off;
+      async([src, at_off, n, out] {  // stage at the GPU's host, bring the bytes back with the reply
+        const std::vector<T> v = at(src.home().parent(), [src, at_off, n] {
+          std::vector<T> tmp(n);
+          finish([&] { async_copy(src, at_off, std::span<T>(tmp)); });
+          return tmp;
+        });
+        std::memcpy(out, v.data(), n * sizeof(T));
+      });
+    }
+    return;
+  }
+  if (home == here()) {
     std::memcpy(dst.data(), reinterpret_cast<const T*>(from), dst.size_bytes());
     return;
   }
-  detail::get_bytes(src.home(), from, std::as_writable_bytes(dst));
+  detail::get_bytes(home, from, std::as_writable_bytes(dst));
 }
 
-/// Copy n elements between two arrays (any places); counted by the enclosing finish.
+/// Copy n elements between two arrays (any places); counted by the enclosing finish. Runs at src's host: GPU to
+/// GPU of one host is a peer copy (staged by the driver where peer access is impossible); anything else goes
+/// through host memory there.
 template <class T>
 void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, std::size_t dst_off, std::size_t n) {
   detail::check_range<T>("apgas::async_copy", src_off, n, src.size());
   detail::check_range<T>("apgas::async_copy", dst_off, n, dst.size());
   if (n == 0) return;
+  const place src_home = src.home();
+  const place dst_home = dst.home();
+  if (!detail::is_here(src_home.parent())) {
+    async_at(src_home.parent(), [src, src_off, dst, dst_off, n] { async_copy(src, src_off, dst, dst_off, n); });
+    return;
+  }
   const std::uintptr_t from = src.token() + src_off * sizeof(T);
-  if (src.home() == here()) {
+  if (!src_home.is_cuda()) {
     async_copy(std::span<const T>(reinterpret_cast<const T*>(from), n), dst, dst_off);
     return;
   }
-  async_at(src.home(), [from, dst, dst_off, n] {
-    async_copy(std::span<const T>(reinterpret_cast<const T*>(from), n), dst, dst_off);
-  });
+  const std::uintptr_t to = dst.token() + dst_off * sizeof(T);
+  if (dst_home.is_cuda() && detail::is_here(dst_home.parent())) {
+    detail::gpu_copy(src_home, from, dst_home, to, n * sizeof(T));
+  } else if (dst_home == here()) {
+    detail::gpu_get(src_home, reinterpret_cast<T*>(to), from, n * sizeof(T));
+  } else {
+    async([src, src_off, dst, dst_off, n] {  // GPU here -> another host: through host memory here
+      std::vector<T> tmp(n);
+      finish([&] { async_copy(src, src_off, std::span<T>(tmp)); });
+      finish([&] { async_copy(std::span<const T>(tmp), dst, dst_off); });
+    });
+  }
 }
 
 /// SPMD collectives over every host place: one activity per host place calls each operation, in the same order.

@@ -389,9 +389,6 @@ template <class K>
 void launch_kernel_gpu(place p, const K& k);  // apgas/cuda/kernel.cuh (files compiled by nvcc)
 template <class K, class Shape, class Resources>
 void launch_gpu_parts(place p, const Shape& shape, const void* body, const Resources& res);  // likewise
-template <class K>
-void at_kernel(place p, const K& k);
-
 /// Run launch() under a finish and wait; an exception launch() throws means nothing was started, so it is rethrown
 /// raw, not wrapped by the finish (what at() promises for errors of the pre step).
 template <class F>
@@ -452,11 +449,12 @@ struct kernel_route {
       kernel_not_compiled_by_nvcc(p);
 #endif
     } else if constexpr (shippable_v<body_type>) {
-      K k{shape, std::move(res), *std::launder(reinterpret_cast<body_type*>(body))};
+      const K k{shape, std::move(res), *std::launder(reinterpret_cast<body_type*>(body))};
+      auto launch = [&] { start_kernel_cpu(prepare_kernel_cpu(k)); };
       if (wait) {
-        at_kernel(p, k);
+        launch_and_wait(launch);
       } else {
-        start_kernel_cpu(prepare_kernel_cpu(k));
+        launch();
       }
     } else {
       kernel_body_not_rebuildable(p);
@@ -468,13 +466,13 @@ template <class K>
 struct kernel_async_entry {
   static void invoke(reader& in) { kernel_route<K>::run(in, false); }
   static inline const std::size_t handle =
-      ser::registry::add(typeid(kernel_async_entry*).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+      ser::registry::add(type_name<kernel_async_entry*>(), reinterpret_cast<ser::registry::fn>(&invoke));
 };
 template <class K>
 struct kernel_at_entry {
   static void invoke(reader& in, writer&) { kernel_route<K>::run(in, true); }
   static inline const std::size_t handle =
-      ser::registry::add(typeid(kernel_at_entry*).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+      ser::registry::add(type_name<kernel_at_entry*>(), reinterpret_cast<ser::registry::fn>(&invoke));
 };
 
 /// async_at(p, kernel): launch it, counted by the caller's innermost finish like an activity. Errors of the pre

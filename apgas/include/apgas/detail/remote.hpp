@@ -40,6 +40,13 @@ std::uint64_t messages_sent() noexcept;
 /// Tests only: hand raw bytes to the transport, as a malformed or hostile peer would.
 void send_raw(int dst, std::vector<std::byte> bytes);
 
+/// The registry name of a type. (A function rather than typeid(...) written in a static member's initializer: nvcc 13's
+/// device front end crashes on the latter when the type involves a lambda defined inside another lambda.)
+template <class T>
+const char* type_name() noexcept {
+  return typeid(T).name();
+}
+
 template <class F>
 F read_closure(reader& in) {
   alignas(F) unsigned char storage[sizeof(F)];
@@ -65,7 +72,7 @@ struct async_entry {
     std::apply(f, args);
   }
   static inline const std::size_t handle =
-      ser::registry::add(typeid(async_entry*).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+      ser::registry::add(type_name<async_entry*>(), reinterpret_cast<ser::registry::fn>(&invoke));
 };
 
 template <class F, class... Args>
@@ -81,7 +88,7 @@ struct at_entry {
     }
   }
   static inline const std::size_t handle =
-      ser::registry::add(typeid(at_entry*).name(), reinterpret_cast<ser::registry::fn>(&invoke));
+      ser::registry::add(type_name<at_entry*>(), reinterpret_cast<ser::registry::fn>(&invoke));
 };
 
 template <class F, class... Args>
