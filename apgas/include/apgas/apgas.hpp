@@ -7,6 +7,7 @@
 #include <apgas/atomic.hpp>
 #include <apgas/clock.hpp>
 #include <apgas/global.hpp>
+#include <apgas/pinned.hpp>
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
 #include <apgas/reducer.hpp>
