@@ -2,12 +2,12 @@
 # APGAS_BUILD_TESTS is on.
 #
 # apgas_add_test(<component> <feature> SOURCES <files...> [LABELS <labels...>] [NPROCS <n>] [TIMEOUT <s>]
-#                [ENV <VAR=value...>] [LIBS <targets...>] [NO_GTEST_MAIN])
+#                [ENV <VAR=value...>] [LIBS <targets...>] [ARGS <arguments...>] [NO_GTEST_MAIN])
 #   Builds the executable apgas_test_<component>_<feature> from SOURCES, linked with apgas::apgas, GoogleTest
 #   (GTest::gtest, plus GTest::gtest_main unless NO_GTEST_MAIN: the sources define main) and LIBS, with the
 #   sanitizer of the build. Registers ONE ctest entry, apgas.<component>.<feature>, that runs the whole executable
 #   (one entry per file, not one per TEST): LABELS (default: unit), TIMEOUT in seconds (default 300), ENV as the
-#   test's environment. NPROCS <n> runs it as `mpiexec --allow-run-as-root --oversubscribe -np <n> <exe>`; that
+#   test's environment, ARGS as its command-line arguments. NPROCS <n> runs it as `mpiexec --allow-run-as-root --oversubscribe -np <n> <exe>`; that
 #   needs MPI (APGAS_WITH_MPI not OFF, MPI found).
 #   Sources are found relative to the calling CMakeLists.txt; `tests/` is on the include path (tests/support/...).
 #
@@ -27,7 +27,7 @@ macro(apgas_mpi_sanitizer_env var)
 endmacro()
 
 function(apgas_add_test component feature)
-  cmake_parse_arguments(PARSE_ARGV 2 T "NO_GTEST_MAIN" "NPROCS;TIMEOUT" "SOURCES;LABELS;ENV;LIBS")
+  cmake_parse_arguments(PARSE_ARGV 2 T "NO_GTEST_MAIN" "NPROCS;TIMEOUT" "SOURCES;LABELS;ENV;LIBS;ARGS")
   set(name apgas.${component}.${feature})
   if(T_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "apgas_add_test(${component} ${feature}): unknown arguments '${T_UNPARSED_ARGUMENTS}'")
@@ -62,11 +62,11 @@ function(apgas_add_test component feature)
     endif()
     add_test(NAME ${name}
              COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe -np ${T_NPROCS}
-                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS})
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
     set_tests_properties(${name} PROPERTIES PROCESSORS ${T_NPROCS})
     apgas_mpi_sanitizer_env(T_ENV)
   else()
-    add_test(NAME ${name} COMMAND ${target})
+    add_test(NAME ${name} COMMAND ${target} ${T_ARGS})
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
   if(T_ENV)

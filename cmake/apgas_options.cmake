@@ -20,7 +20,7 @@ endif()
 # apgas_sanitize(<target>): compile and link <target> with the chosen sanitizer (no-op without one).
 function(apgas_sanitize target)
   if(apgas_sanitize_flags)
-    target_compile_options(${target} PRIVATE ${apgas_sanitize_flags})
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${apgas_sanitize_flags}>)
     target_link_options(${target} PRIVATE ${apgas_sanitize_flags})
   endif()
 endfunction()
@@ -28,7 +28,9 @@ endfunction()
 # apgas_warnings(<target>): our warning set, on our own targets only (never a PUBLIC flag).
 function(apgas_warnings target)
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
-    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+    # C++ files only: nvcc does not take these flags (files compiled as CUDA get their host warnings from -Xcompiler).
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>
+                                             $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
   endif()
 endfunction()
 

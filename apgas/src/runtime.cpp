@@ -51,6 +51,7 @@ bool build_tree(transport::transport& tp, accelerator* acc, place_tree& t) {
   if (gethostname(name, sizeof name - 1) != 0) std::snprintf(name, sizeof name, "(unknown)");
   std::string mine = std::string("host ") + name;  // this host's descriptions, '\n'-separated: host, then GPUs
   const int count = acc != nullptr ? acc->count() : 0;
+  if (acc != nullptr && count == 0) mine += " (no GPU places: " + acc->describe(-1) + ")";
   for (int g = 0; g < count; ++g) mine += "\n" + acc->describe(g);
   struct head {
     std::int32_t ok, count;

@@ -29,7 +29,7 @@ loaded load() {
   void* lib = dlopen(l.d.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* e = dlerror();
-    l.why = "no CUDA driver (" + l.d.path + ": " + (e != nullptr ? e : "cannot be loaded") + ")";
+    l.why = "no CUDA driver (" + (e != nullptr ? std::string(e) : l.d.path + " cannot be loaded") + ")";
     l.config_failure = explicit_path;
     return l;
   }

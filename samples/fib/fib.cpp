@@ -69,8 +69,8 @@ void print_place_tree() {
   for (const apgas::place p : all) {
     std::string children;
     for (const apgas::place c : p.children()) children += (children.empty() ? "" : " ") + std::to_string(c.id());
-    std::printf("  place %d: %s, parent %d, children [%s]\n", p.id(), p.is_cuda() ? "cuda" : "host", p.parent().id(),
-                children.c_str());
+    std::printf("  place %d: %s%s, parent %d, children [%s]\n", p.id(), p.is_cuda() ? "cuda " : "",
+                apgas::describe(p).c_str(), p.parent().id(), children.c_str());
   }
 }
 

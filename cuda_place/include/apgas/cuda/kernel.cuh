@@ -258,7 +258,7 @@ struct desc_context {
 
 template <class... R, std::size_t... I>
 void write_desc(void* out, const desc_context<R...>& c, const std::uintptr_t* uploads, std::index_sequence<I...>) {
-  auto* d = new (out) dev_desc<R...>;
+  [[maybe_unused]] auto* d = new (out) dev_desc<R...>;
   (describe(get<I>(*d), std::get<I>(*c.res), c.slots[I], uploads), ...);
 }
 
