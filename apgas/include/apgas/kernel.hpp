@@ -30,6 +30,15 @@
 /// illegal_operation_exception, as they cannot exist on a GPU. An exception that leaves a body ends that thread's
 /// block (a plain block stops its loop; the other threads of a clocked block run on without it): each failed block
 /// contributes one exception to the governing finish.
+///
+/// On a GPU place (docs/decisions/0006-gpu-places.md): the file that sends the kernel must be compiled by nvcc
+/// (apgas_add_cuda_sources) and the body written `[=] APGAS_KERNEL (...)`; otherwise illegal_operation_exception says
+/// why. The grid is checked against the device's and the function's limits (kernel_launch_error, nothing started);
+/// auto_grid() asks the occupancy API. Remote arrays captured by the body must live at that GPU place (use data()
+/// once, then index the pointer). A sticky CUDA error in the kernel makes the GPU place dead: the finish receives
+/// dead_place_exception, and so does every later operation there. A kernel sent to a place of another host is
+/// launched there, counted by the sender's finish; a body from an nvcc file can go to another host's GPU places
+/// but not to its CPU place.
 
 #include <apgas/detail/function_ref.hpp>
 #include <apgas/detail/remote.hpp>
@@ -66,7 +75,8 @@ struct grid {
   int threads = 1;
 };
 
-/// Let the runtime choose the shape: on a GPU place from the occupancy of the kernel; on a CPU place one block per
+/// Let the runtime choose the shape: on a GPU place from the occupancy of the kernel (the block size that maximises
+/// it, times the blocks per SM that fit, times the SMs; X10's table as the fallback); on a CPU place one block per
 /// worker with one thread each (kernels are written with grid-stride loops, so any shape computes the same result).
 struct auto_grid_t {};
 constexpr auto_grid_t auto_grid() noexcept { return {}; }
