@@ -146,11 +146,11 @@ grid cpu_grid(const grid* explicit_shape) {
   if (explicit_shape == nullptr) return grid{std::max(1, num_workers()), 1};
   const grid g = *explicit_shape;
   if (g.blocks < 1) {
-    throw kernel_launch_error(0, "apgas::cuda_kernel: grid of " + std::to_string(g.blocks) +
+    throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */, "apgas::cuda_kernel: grid of " + std::to_string(g.blocks) +
                                      " blocks: a launch needs at least 1 block");
   }
   if (g.threads < 1 || g.threads > max_cpu_threads_per_block) {
-    throw kernel_launch_error(0, "apgas::cuda_kernel: " + std::to_string(g.threads) +
+    throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */, "apgas::cuda_kernel: " + std::to_string(g.threads) +
                                      " threads per block: expected 1 to " +
                                      std::to_string(max_cpu_threads_per_block));
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -66,13 +67,21 @@ TEST(Config, DefaultsWithoutEnvironment) {
   env_guard a("APGAS_NTHREADS");
   env_guard b("APGAS_STACK_SIZE");
   env_guard c("APGAS_TRANSPORT");
+  env_guard d("APGAS_GPUS");
+  env_guard e("APGAS_CUDA_DMA_SLICE");
   const apgas::config cfg = apgas::config::from_env();
   EXPECT_EQ(cfg.nthreads, 0);
   EXPECT_EQ(cfg.stack_size, apgas::config::default_stack_size);
   EXPECT_EQ(apgas::config::default_stack_size, 256u * 1024u);
+  EXPECT_EQ(cfg.gpus, "all");
+  EXPECT_TRUE(cfg.all_gpus());
+  EXPECT_EQ(cfg.cuda_dma_slice, apgas::config::default_dma_slice);
+  EXPECT_EQ(apgas::config::default_dma_slice, std::size_t{4} << 20);
   const apgas::config plain;
   EXPECT_EQ(plain.nthreads, 0);
   EXPECT_EQ(plain.stack_size, apgas::config::default_stack_size);
+  EXPECT_EQ(plain.gpus, "all");
+  EXPECT_EQ(plain.cuda_dma_slice, apgas::config::default_dma_slice);
   EXPECT_NO_THROW(plain.validate());
 }
 
@@ -222,4 +231,179 @@ TEST(Config, ZeroThreadsMeansTheHardwareConcurrency) {
   ASSERT_EQ(apgas::run(c, [&] { workers = apgas::num_workers(); }), 0);
   const unsigned hc = std::thread::hardware_concurrency();
   EXPECT_EQ(workers, hc == 0 ? 1 : static_cast<int>(hc));
+}
+
+// ---- GPU configuration: APGAS_GPUS, APGAS_CUDA_DMA_SLICE and their config fields ----
+
+TEST(Config, ValidGpuSelections) {
+  struct accepted {
+    const char* text;
+    std::vector<int> list;
+    bool all;
+  };
+  for (const auto& [text, list, all] : {accepted{"all", {}, true}, accepted{"none", {}, false},
+                                       accepted{"0", {0}, false}, accepted{"0,2", {0, 2}, false},
+                                       accepted{"3,1", {3, 1}, false},  // the order is kept: it is the place order
+                                       accepted{"1023", {1023}, false}, accepted{"7,0,5", {7, 0, 5}, false}}) {
+    env_guard g("APGAS_GPUS", text);
+    apgas::config cfg;
+    ASSERT_NO_THROW(cfg = apgas::config::from_env()) << "APGAS_GPUS='" << text << "'";
+    EXPECT_EQ(cfg.gpus, text);
+    EXPECT_EQ(cfg.gpu_list(), list) << "APGAS_GPUS='" << text << "'";
+    EXPECT_EQ(cfg.all_gpus(), all) << "APGAS_GPUS='" << text << "'";
+    EXPECT_NO_THROW(cfg.validate()) << "APGAS_GPUS='" << text << "'";
+  }
+}
+
+TEST(Config, InvalidGpuSelectionsNameTheVariableAndTheValue) {
+  for (const char* bad : {"", "x", "-1", "0,0", "1024", "0,,1", "0,", " 1", ",0", "1 ", "ALL", "0;1", "2,1,2",
+                          "99999999999999999999", "0x1", "+1"}) {
+    const std::string what = rejection("APGAS_GPUS", bad);
+    ASSERT_FALSE(what.empty()) << "APGAS_GPUS='" << bad << "' was accepted";
+    EXPECT_NE(what.find(std::string("APGAS_GPUS='") + bad + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find("1023"), std::string::npos) << "the message should give the range: " << what;
+  }
+}
+
+TEST(Config, ValidDmaSlices) {
+  for (auto [text, bytes] : {std::pair{"64K", std::size_t{64} << 10},  // the lower bound
+                             {"4M", std::size_t{4} << 20},
+                             {"256M", std::size_t{256} << 20},  // the upper bound
+                             {"1048576", std::size_t{1} << 20},
+                             {"65536", std::size_t{64} << 10},
+                             {"68K", std::size_t{68} << 10}}) {  // any multiple of 4 KiB in range
+    env_guard g("APGAS_CUDA_DMA_SLICE", text);
+    apgas::config cfg;
+    ASSERT_NO_THROW(cfg = apgas::config::from_env()) << "APGAS_CUDA_DMA_SLICE='" << text << "'";
+    EXPECT_EQ(cfg.cuda_dma_slice, bytes) << "APGAS_CUDA_DMA_SLICE='" << text << "'";
+    EXPECT_NO_THROW(cfg.validate());
+  }
+}
+
+TEST(Config, InvalidDmaSlicesNameTheVariableAndTheValue) {
+  for (const char* bad : {"0", "1000", "65537", "512M", "abc", "4096", "", "60K", "257M", "1G", "66K", "-64K", "4MB",
+                          "64 K", "268439552"}) {
+    const std::string what = rejection("APGAS_CUDA_DMA_SLICE", bad);
+    ASSERT_FALSE(what.empty()) << "APGAS_CUDA_DMA_SLICE='" << bad << "' was accepted";
+    EXPECT_NE(what.find(std::string("APGAS_CUDA_DMA_SLICE='") + bad + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find("4096"), std::string::npos) << "the message should say multiple of 4096: " << what;
+    EXPECT_NE(what.find(std::to_string(apgas::config::min_dma_slice)), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(apgas::config::max_dma_slice)), std::string::npos) << what;
+  }
+}
+
+TEST(Config, ValidateChecksTheGpuFields) {
+  apgas::config c;
+  for (const char* good : {"all", "none", "0", "0,2", "3,1"}) {
+    c.gpus = good;
+    EXPECT_NO_THROW(c.validate()) << "gpus='" << good << "'";
+  }
+  for (const char* bad : {"", "x", "-1", "0,0", "1024", "0,,1", "0,", " 1"}) {
+    c.gpus = bad;
+    try {
+      c.validate();
+      ADD_FAILURE() << "gpus='" << bad << "' was accepted";
+    } catch (const apgas::config_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("gpus"), std::string::npos) << what;
+      EXPECT_NE(what.find(std::string("'") + bad + "'"), std::string::npos) << what;
+    }
+    EXPECT_THROW((void)c.gpu_list(), apgas::config_error) << "gpus='" << bad << "'";
+  }
+  c = apgas::config{};
+  for (std::size_t good : {apgas::config::min_dma_slice, apgas::config::max_dma_slice, std::size_t{1} << 20,
+                           apgas::config::min_dma_slice + 4096}) {
+    c.cuda_dma_slice = good;
+    EXPECT_NO_THROW(c.validate()) << good;
+  }
+  for (std::size_t bad : {std::size_t{0}, std::size_t{1000}, std::size_t{4096}, apgas::config::min_dma_slice - 4096,
+                          apgas::config::min_dma_slice + 1, apgas::config::max_dma_slice + 4096,
+                          std::size_t{512} << 20}) {
+    c.cuda_dma_slice = bad;
+    try {
+      c.validate();
+      ADD_FAILURE() << "cuda_dma_slice=" << bad << " was accepted";
+    } catch (const apgas::config_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("cuda_dma_slice=" + std::to_string(bad)), std::string::npos) << what;
+    }
+  }
+}
+
+// The number of GPU places a default run sees on this machine (0 without a GPU or without CUDA in the build).
+int gpu_places_here() {
+  int gpus = -1;
+  apgas::config c;
+  c.nthreads = 1;
+  EXPECT_EQ(apgas::run(c, [&] { gpus = static_cast<int>(apgas::all_places().size()) - apgas::num_hosts(); }), 0);
+  return gpus;
+}
+
+TEST(Config, RunWithAGpuThisHostDoesNotHaveReturns2AndNamesApgasGpus) {
+  const int have = gpu_places_here();
+  ASSERT_GE(have, 0);
+  std::vector<std::string> missing{"1023"};  // no machine has 1024 GPUs
+  if (have <= 7) missing.push_back("7");     // the no-GPU machines this was written on: "7" never exists
+  missing.push_back(std::to_string(have));  // one past the last existing ordinal
+  for (const std::string& gpus : missing) {
+    apgas::config c;
+    c.nthreads = 1;
+    c.gpus = gpus;
+    bool ran = false;
+    testing::internal::CaptureStderr();
+    const int rc = apgas::run(c, [&] { ran = true; });
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2) << "gpus='" << gpus << "': " << err;
+    EXPECT_FALSE(ran) << "gpus='" << gpus << "'";
+    EXPECT_NE(err.find("APGAS_GPUS='" + gpus + "'"), std::string::npos) << err;
+  }
+  // The same through the environment.
+  {
+    env_guard g("APGAS_GPUS", "1023");
+    env_guard t("APGAS_NTHREADS", "1");
+    bool ran = false;
+    testing::internal::CaptureStderr();
+    const int rc = apgas::run(0, nullptr, [&] { ran = true; });
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2) << err;
+    EXPECT_FALSE(ran);
+    EXPECT_NE(err.find("APGAS_GPUS='1023'"), std::string::npos) << err;
+  }
+  // A refused start-up leaves nothing behind: the next run works, and "none" gives host places only.
+  apgas::config c;
+  c.nthreads = 2;
+  c.gpus = "none";
+  int places = -1;
+  EXPECT_EQ(apgas::run(c, [&] { places = static_cast<int>(apgas::all_places().size()); }), 0);
+  EXPECT_EQ(places, 1);
+  EXPECT_EQ(gpu_places_here(), have);
+}
+
+TEST(Config, RunRefusesBadGpuVariablesWithoutRunningMain) {
+  for (auto [var, bad] : {std::pair{"APGAS_GPUS", "0,0"}, {"APGAS_GPUS", "x"}, {"APGAS_CUDA_DMA_SLICE", "1000"},
+                          {"APGAS_CUDA_DMA_SLICE", "512M"}}) {
+    env_guard g(var, bad);
+    bool ran = false;
+    testing::internal::CaptureStderr();
+    const int rc = apgas::run(0, nullptr, [&] { ran = true; });
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2) << var << "='" << bad << "'";
+    EXPECT_FALSE(ran) << var << "='" << bad << "'";
+    EXPECT_NE(err.find(std::string(var) + "='" + bad + "'"), std::string::npos) << err;
+  }
+  // And the config fields, through run(cfg).
+  apgas::config c;
+  c.gpus = "0,,1";
+  bool ran = false;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(apgas::run(c, [&] { ran = true; }), 2);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("gpus='0,,1'"), std::string::npos) << err;
+  c = apgas::config{};
+  c.cuda_dma_slice = 1000;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(apgas::run(c, [&] { ran = true; }), 2);
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("cuda_dma_slice=1000"), std::string::npos) << err;
+  EXPECT_FALSE(ran);
 }

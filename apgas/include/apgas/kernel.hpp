@@ -158,7 +158,7 @@ struct constant_copy {  ///< read-only launch data
 template <class T>
 constant_copy<std::remove_const_t<T>> constant_from(std::span<T> src) {
   if (src.size_bytes() > max_constant_bytes) {
-    throw kernel_launch_error(0, "apgas::constant_from: " + std::to_string(src.size_bytes()) +
+    throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */, "apgas::constant_from: " + std::to_string(src.size_bytes()) +
                                      " bytes exceed the constant memory limit of " +
                                      std::to_string(max_constant_bytes) + " bytes");
   }
