@@ -13,9 +13,11 @@ function(apgas_add_cuda_sources target)
     return()
   endif()
   set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CUDA)
-  # C++20 by flag: CMake 3.25 does not know nvcc's CUDA20 dialect option.
+  # C++20 by flag (CMake 3.25 does not know nvcc's CUDA20 dialect option), and as a feature so that CMake adds no
+  # -std=c++17 of its own after it (it does when CMAKE_CXX_EXTENSIONS is OFF and the target has no C++20 feature).
   target_compile_options(${target} PRIVATE
                          $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --extended-lambda --expt-relaxed-constexpr>)
+  target_compile_features(${target} PRIVATE cxx_std_20)
   get_target_property(archs ${target} CUDA_ARCHITECTURES)
   if(NOT archs)
     set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "90-real;90-virtual")

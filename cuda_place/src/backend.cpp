@@ -100,7 +100,9 @@ class device final : public dma_engine {
   void die(const std::string& reason);
   void fail(std::vector<pending_op>& ops, const std::exception_ptr& e) noexcept;
   CUevent take_event();
-  CUevent record(CUstream s);
+  void give_back(CUevent e) noexcept;
+  /// Record e (from take_event) on s; on failure e goes back to the pool and the error is thrown.
+  void record_into(CUevent e, CUstream s);
   void add_pending(pending_op op);
   function_info function_for(const gpu_kernel_request& r);
   grid auto_shape(const function_info& f, std::size_t dynamic_shared);
@@ -259,17 +261,17 @@ CUevent device::take_event() {
   return e;
 }
 
-CUevent device::record(CUstream s) {
-  CUevent e = take_event();
+void device::give_back(CUevent e) noexcept {
+  std::lock_guard lock(mutex_);
+  events_.push_back(e);
+}
+
+void device::record_into(CUevent e, CUstream s) {
   const CUresult r = d_.cuEventRecord(e, s);
   if (r != CUDA_SUCCESS) {
-    {
-      std::lock_guard lock(mutex_);
-      events_.push_back(e);
-    }
+    give_back(e);
     check(r, "cuEventRecord");
   }
-  return e;
 }
 
 void device::add_pending(pending_op op) {
@@ -333,18 +335,28 @@ bool device::poll() {
 
 // ---- copies ----
 
+// The event is taken before the copy is enqueued: once a DMA is queued, its end must be observable (a slice given
+// back while its DMA is still queued would be refilled under it).
 dma_engine::marker device::h2d(std::uintptr_t dst, const void* src, std::size_t n) {
   alive();
   current();
-  check(d_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, n, h2d_), "cuMemcpyHtoDAsync");
-  return reinterpret_cast<marker>(record(h2d_));
+  const CUevent e = take_event();
+  const CUresult r = d_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, n, h2d_);
+  if (r != CUDA_SUCCESS) give_back(e);
+  check(r, "cuMemcpyHtoDAsync");
+  record_into(e, h2d_);
+  return reinterpret_cast<marker>(e);
 }
 
 dma_engine::marker device::d2h(void* dst, std::uintptr_t src, std::size_t n) {
   alive();
   current();
-  check(d_.cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), n, d2h_), "cuMemcpyDtoHAsync");
-  return reinterpret_cast<marker>(record(d2h_));
+  const CUevent e = take_event();
+  const CUresult r = d_.cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), n, d2h_);
+  if (r != CUDA_SUCCESS) give_back(e);
+  check(r, "cuMemcpyDtoHAsync");
+  record_into(e, d2h_);
+  return reinterpret_cast<marker>(e);
 }
 
 void device::wait(marker m) {
@@ -386,16 +398,21 @@ void device::copy_to(device& to, std::uintptr_t dst, std::uintptr_t src, std::si
     alive();
     target->alive();
     current();
+    const CUevent e = take_event();
+    CUresult r = CUDA_SUCCESS;
     if (target == this) {
-      check(d_.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, d2h_),
-            "cuMemcpyDtoDAsync");
+      r = d_.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, d2h_);
+      if (r != CUDA_SUCCESS) give_back(e);
+      check(r, "cuMemcpyDtoDAsync");
     } else {
       // With peer access enabled (start-up) this is a direct transfer; otherwise the driver stages it.
-      check(d_.cuMemcpyPeerAsync(static_cast<CUdeviceptr>(dst), target->ctx_, static_cast<CUdeviceptr>(src), ctx_, n,
-                                 d2h_),
-            "cuMemcpyPeerAsync");
+      r = d_.cuMemcpyPeerAsync(static_cast<CUdeviceptr>(dst), target->ctx_, static_cast<CUdeviceptr>(src), ctx_, n,
+                               d2h_);
+      if (r != CUDA_SUCCESS) give_back(e);
+      check(r, "cuMemcpyPeerAsync");
     }
-    wait(reinterpret_cast<marker>(record(d2h_)));
+    record_into(e, d2h_);
+    wait(reinterpret_cast<marker>(e));
   });
 }
 
@@ -435,8 +452,12 @@ std::uintptr_t device::alloc(std::size_t bytes) {
   check(r, "cuMemAlloc");
   if (bytes != 0) {
     try {
-      check(d_.cuMemsetD8Async(p, 0, bytes, h2d_), "cuMemsetD8Async");
-      wait(reinterpret_cast<marker>(record(h2d_)));  // zero-filled before anyone can use it, on any stream
+      const CUevent e = take_event();
+      const CUresult r2 = d_.cuMemsetD8Async(p, 0, bytes, h2d_);
+      if (r2 != CUDA_SUCCESS) give_back(e);
+      check(r2, "cuMemsetD8Async");
+      record_into(e, h2d_);
+      wait(reinterpret_cast<marker>(e));  // zero-filled before anyone can use it, on any stream
     } catch (...) {
       if (!dead_.load(std::memory_order_acquire)) d_.cuMemFree(p);
       throw;
@@ -488,15 +509,16 @@ void device::launch(gpu_kernel_request& r) {
   current();
   function_info f = function_for(r);
   if (r.dynamic_shared > f.dynamic_shared_set) {
-    // Above 48 KiB a function must opt in. An amount beyond the device's limit is refused by check_launch below.
+    // Above 48 KiB a function must opt in. It opts in once to all the device allows: setting just what this launch
+    // asks for could lower the limit under a concurrent launch of the same function that asked for more. An amount
+    // beyond the device's limit is refused by check_launch below.
     const std::size_t room =
         limits_.max_shared_optin > f.limits.static_shared ? limits_.max_shared_optin - f.limits.static_shared : 0;
     if (r.dynamic_shared <= room) {
-      check(d_.cuFuncSetAttribute(f.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  static_cast<int>(r.dynamic_shared)),
+      check(d_.cuFuncSetAttribute(f.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(room)),
             "cuFuncSetAttribute", true);
       std::lock_guard lock(mutex_);
-      functions_[r.entry].dynamic_shared_set = r.dynamic_shared;
+      functions_[r.entry].dynamic_shared_set = room;
     }
   }
   const grid g = r.shape != nullptr ? *r.shape : auto_shape(f, r.dynamic_shared);
@@ -509,6 +531,9 @@ void device::launch(gpu_kernel_request& r) {
   CUstream s = !r.constant.empty() ? kstreams_[0]
                                    : kstreams_[next_stream_.fetch_add(1, std::memory_order_relaxed) % kernel_streams];
 
+  // The completion event first: once the kernel is launched its end must be observable (an event that cannot be
+  // had afterwards would leave a running kernel that no finish counts, and its buffers).
+  const CUevent done = take_event();
   std::vector<CUdeviceptr> buffers;
   try {
     std::vector<std::uintptr_t> addresses;
@@ -543,10 +568,17 @@ void device::launch(gpu_kernel_request& r) {
           "cuLaunchKernel", true);
   } catch (...) {
     for (CUdeviceptr b : buffers) free_on(s, b);
+    give_back(done);
+    throw;
+  }
+  try {
+    record_into(done, s);
+  } catch (...) {
+    for (CUdeviceptr b : buffers) free_on(s, b);  // stream-ordered: after the kernel
     throw;
   }
   pending_op op;
-  op.event = record(s);
+  op.event = done;
   op.token = finish_token::join();  // after the launch: a refused launch never counted in the finish
   op.buffers = std::move(buffers);
   op.stream = s;

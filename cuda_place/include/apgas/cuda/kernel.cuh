@@ -68,9 +68,12 @@ inline void* resolve_entry(const void* entry) {
   cudaFunction_t f = nullptr;
   const cudaError_t e = cudaGetFuncBySymbol(&f, entry);
   if (e != cudaSuccess) {
+    const bool no_image = e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction;
     throw cuda_error(static_cast<int>(e),
                      std::string("apgas: cudaGetFuncBySymbol: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-                         "); a kernel without an image for this GPU was built for other CMAKE_CUDA_ARCHITECTURES");
+                         ")" + (no_image ? ": the kernel has no image for this GPU (built for other "
+                                           "CMAKE_CUDA_ARCHITECTURES?)"
+                                         : ""));
   }
   return reinterpret_cast<void*>(f);
 }
