@@ -5,7 +5,8 @@
 //   copy_4mib_mpi       finish { async_copy(4 MiB -> place 1) }     /  MPI_Send 4 MiB + 1-byte ack
 //   allreduce_8kib_mpi  team::allreduce of 1024 doubles              /  MPI_Allreduce of 1024 doubles
 // Each figure is the median over --repeats batches of --iters operations. The apgas runs and the raw MPI runs
-// alternate (the runtime is stopped while raw MPI runs, so neither disturbs the other).
+// alternate (the runtime is stopped while raw MPI runs, so neither disturbs the other). Same thread count on both
+// sides: one worker per place, as the anchor has one thread per rank (APGAS_NTHREADS overrides it).
 #include <apgas/apgas.hpp>
 
 #include <mpi.h>
@@ -27,6 +28,13 @@
 
 namespace {
 
+// The configuration of our runs: the environment's, with one worker per place unless APGAS_NTHREADS says otherwise.
+apgas::config bench_config() {
+  apgas::config cfg = apgas::config::from_env();
+  if (std::getenv("APGAS_NTHREADS") == nullptr) cfg.nthreads = 1;
+  return cfg;
+}
+
 using clock_type = std::chrono::steady_clock;
 double now_s() { return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count(); }
 double median(std::vector<double> v) {
@@ -39,7 +47,7 @@ int g_iters = 2000;
 // ---- ours (measured inside the main activity at place 0) ----
 double ours_at_rtt() {
   double per = 0;
-  apgas::config cfg = apgas::config::from_env();
+  apgas::config cfg = bench_config();
   apgas::run(cfg, [&] {
     const apgas::place other(1);
     for (int i = 0; i < 100; ++i) apgas::finish([&] { apgas::async_at(other, [] {}); });
@@ -52,7 +60,7 @@ double ours_at_rtt() {
 
 double ours_copy(std::size_t bytes, int iters) {
   double per = 0;
-  apgas::run(apgas::config::from_env(), [&] {
+  apgas::run(bench_config(), [&] {
     std::vector<char> src(bytes, 'x');
     auto dst = apgas::make_remote_array<char>(apgas::place(1), bytes);
     for (int i = 0; i < 3; ++i) apgas::finish([&] { apgas::async_copy(std::span<const char>(src), dst); });
@@ -66,7 +74,7 @@ double ours_copy(std::size_t bytes, int iters) {
 
 double ours_allreduce(int iters) {
   double per = 0;
-  apgas::run(apgas::config::from_env(), [&] {
+  apgas::run(bench_config(), [&] {
     apgas::finish([&] {
       for (apgas::place p : apgas::places()) {
         apgas::async_at(p, [iters, g = apgas::make_global_ref(per)] {
