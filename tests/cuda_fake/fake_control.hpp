@@ -104,4 +104,15 @@ class fake_cuda {
 
 inline fake_cuda& fake() { return fake_cuda::get(); }
 
+/// Bytes that differ at every offset within a 64 KiB window and between seeds (a chunk copied to the wrong place, or
+/// twice, shows).
+inline std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull + seed * 0xBF58476D1CE4E5B9ull;
+    v[i] = static_cast<std::uint8_t>(x >> 56);
+  }
+  return v;
+}
+
 }  // namespace apgas_test

@@ -4,6 +4,8 @@
 // sequence; each TEST is one apgas::run whose main activity runs at place 0 while place 1 serves.
 #include "cuda_fake/fake_control.hpp"
 
+#include "support/run.hpp"
+
 #include <apgas/apgas.hpp>
 #include <gtest/gtest.h>
 
@@ -14,6 +16,10 @@
 #include <string>
 #include <vector>
 
+using apgas_test::pattern;
+using apgas_test::rank0;
+using apgas_test::run_everywhere;
+
 namespace {
 
 using apgas::place;
@@ -22,42 +28,10 @@ using apgas_test::fake;
 constexpr std::size_t KiB = 1024;
 constexpr std::size_t MiB = 1024 * KiB;
 
-bool rank0() {
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  return rank == nullptr || std::string(rank) == "0";
-}
-
 /// A DMA slice size no other run of this process has used (every process counts alike): a fresh accelerator.
 std::size_t fresh_slice() {
   static int n = 0;
   return MiB + 4 * KiB * static_cast<std::size_t>(++n);
-}
-
-/// Run body as the main activity (place 0) with cfg (the environment's, 2 workers unless set); every place's run
-/// must return 0.
-template <class F>
-void run_everywhere(F&& body, std::size_t slice = 0) {
-  apgas::config cfg = apgas::config::from_env();
-  if (cfg.nthreads == 0) cfg.nthreads = 2;
-  if (slice != 0) cfg.cuda_dma_slice = slice;
-  bool finished = false;
-  const int rc = apgas::run(cfg, [&] {
-    body();
-    finished = true;
-  });
-  ASSERT_EQ(rc, 0);
-  if (rank0()) {
-    ASSERT_TRUE(finished);
-  }
-}
-
-std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed) {
-  std::vector<std::uint8_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull + seed * 0xBF58476D1CE4E5B9ull;
-    v[i] = static_cast<std::uint8_t>(x >> 56);
-  }
-  return v;
 }
 
 std::uint64_t checksum(const std::uint8_t* p, std::size_t n) {

@@ -6,6 +6,8 @@
 //
 // Results are written by the kernels into remote_arrays that live at the target host, and read back at place 0 with
 // async_copy, so every check below is made at place 0 on data that crossed the wire twice.
+#include "support/run.hpp"
+
 #include <apgas/apgas.hpp>
 #include <gtest/gtest.h>
 
@@ -20,24 +22,9 @@
 #include <utility>
 #include <vector>
 
-namespace {
+using apgas_test::run_everywhere;
 
-/// Run body as the main activity (place 0); every place's run must return 0.
-template <class F>
-void run_everywhere(F&& body) {
-  apgas::config cfg = apgas::config::from_env();
-  if (cfg.nthreads == 0) cfg.nthreads = 2;
-  bool finished = false;
-  const int rc = apgas::run(cfg, [&] {
-    body();
-    finished = true;
-  });
-  ASSERT_EQ(rc, 0);
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (rank == nullptr || std::string(rank) == "0") {
-    ASSERT_TRUE(finished);
-  }
-}
+namespace {
 
 /// Every host place but place 0 (the sender).
 std::vector<apgas::place> other_hosts() {

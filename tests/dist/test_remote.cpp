@@ -1,6 +1,8 @@
 // The runtime across host places, in real processes: run under mpirun with 2 and 3 processes (ctest
 // apgas.dist.remote_np2 / _np3, and the same under the reordering shim). Every process runs the same gtest sequence;
 // each TEST is one apgas::run whose main activity runs at place 0 while the other places serve.
+#include "support/run.hpp"
+
 #include <apgas/apgas.hpp>
 #include <gtest/gtest.h>
 
@@ -13,24 +15,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+using apgas_test::run_everywhere;
 
-/// Run body as the main activity (place 0); every place's run must return 0.
-template <class F>
-void run_everywhere(F&& body) {
-  apgas::config cfg = apgas::config::from_env();
-  if (cfg.nthreads == 0) cfg.nthreads = 2;
-  bool finished = false;
-  const int rc = apgas::run(cfg, [&] {
-    body();
-    finished = true;
-  });
-  ASSERT_EQ(rc, 0);
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (rank == nullptr || std::string(rank) == "0") {
-    ASSERT_TRUE(finished);
-  }
-}
+namespace {
 
 struct custom_error : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <typeinfo>
@@ -26,6 +27,31 @@ void run_on(int nthreads, F&& body, std::size_t stack_size = apgas::config::defa
   });
   ASSERT_EQ(rc, 0) << "apgas::run failed (its exceptions are printed above)";
   ASSERT_TRUE(finished) << "apgas::run returned 0 without running the body to its end";
+}
+
+/// True in the process of host place 0 of an MPI job, and outside one.
+inline bool rank0() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  return rank == nullptr || std::string(rank) == "0";
+}
+
+/// In every process of a (multi-process) run: run `body` as the main activity (place 0) with the environment's
+/// configuration (2 workers unless APGAS_NTHREADS says otherwise; `slice`, if not 0, as the DMA slice size); every
+/// place's run must return 0, and place 0 must run the body to its end.
+template <class F>
+void run_everywhere(F&& body, std::size_t slice = 0) {
+  apgas::config cfg = apgas::config::from_env();
+  if (cfg.nthreads == 0) cfg.nthreads = 2;
+  if (slice != 0) cfg.cuda_dma_slice = slice;
+  bool finished = false;
+  const int rc = apgas::run(cfg, [&] {
+    body();
+    finished = true;
+  });
+  ASSERT_EQ(rc, 0) << "apgas::run failed (its exceptions are printed above)";
+  if (rank0()) {
+    ASSERT_TRUE(finished) << "apgas::run returned 0 without running the body to its end";
+  }
 }
 
 /// Run `body` as the main activity; return the exception it throws (caught inside the main activity, so the run
