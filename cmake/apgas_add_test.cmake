@@ -26,6 +26,16 @@ macro(apgas_mpi_sanitizer_env var)
   endif()
 endmacro()
 
+# apgas_mpi_sanitizer_properties(<tests...>): the same for tests registered by hand that start mpiexec (directly or
+# from a script).
+function(apgas_mpi_sanitizer_properties)
+  set(env "")
+  apgas_mpi_sanitizer_env(env)
+  if(env)
+    set_property(TEST ${ARGN} APPEND PROPERTY ENVIRONMENT ${env})
+  endif()
+endfunction()
+
 function(apgas_add_test component feature)
   cmake_parse_arguments(PARSE_ARGV 2 T "NO_GTEST_MAIN" "NPROCS;TIMEOUT" "SOURCES;LABELS;ENV;LIBS;ARGS")
   set(name apgas.${component}.${feature})

@@ -620,6 +620,7 @@ class cuda_accelerator final : public accelerator {
         chosen.push_back(i);
       }
     }
+    if (chosen.empty()) return;  // (then d may be null: no driver)
     const int slices = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8);
     for (int i : chosen) devices_.push_back(std::make_unique<device>(*d, i, cfg.cuda_dma_slice, slices));
     enable_peer_access(*d, chosen);
