@@ -91,6 +91,14 @@ config config::from_env() {
     if (!n || *n < min_dma_slice || *n > max_dma_slice || *n % 4096 != 0) reject("APGAS_CUDA_DMA_SLICE", *v, dma_expected());
     c.cuda_dma_slice = static_cast<std::size_t>(*n);
   }
+  if (auto v = env("APGAS_CONNECT_TIMEOUT")) {
+    const auto n = parse_uint(*v);
+    if (!n || *n < 1 || *n > static_cast<unsigned long long>(max_connect_timeout_s)) {
+      reject("APGAS_CONNECT_TIMEOUT", *v,
+             "a whole number of seconds from 1 to " + std::to_string(max_connect_timeout_s));
+    }
+    c.connect_timeout_s = static_cast<int>(*n);
+  }
   if (auto v = env("APGAS_TRANSPORT")) {
     // The backend itself is created at start-up (transport/src/select.cpp); here only the name is checked, so
     // that a typo is reported as early as the other variables.
@@ -138,6 +146,10 @@ void config::validate() const {
   if (cuda_dma_slice < min_dma_slice || cuda_dma_slice > max_dma_slice || cuda_dma_slice % 4096 != 0) {
     throw config_error("invalid apgas::config::cuda_dma_slice=" + std::to_string(cuda_dma_slice) + ": expected " +
                        dma_expected());
+  }
+  if (connect_timeout_s < 1 || connect_timeout_s > max_connect_timeout_s) {
+    throw config_error("invalid apgas::config::connect_timeout_s=" + std::to_string(connect_timeout_s) +
+                       ": expected 1 to " + std::to_string(max_connect_timeout_s) + " seconds");
   }
 }
 

@@ -31,6 +31,7 @@
 #include <link.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,7 @@
 #include <typeinfo>
 #include <unordered_map>
 #include <utility>
+#include <thread>
 #include <vector>
 
 namespace apgas::detail {
@@ -56,6 +58,7 @@ enum class msg : std::uint8_t {
   team_contrib = 6,    // u64 seq, bytes (to every other place)
   bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
   bulk_get = 9,        // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
+  hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message
 };
 
 enum class target_kind : std::uint8_t { array = 0, ticket = 1 };
@@ -206,6 +209,7 @@ std::exception_ptr decode_exception(reader& r) {
   exc kind{};
   r & kind;
   if (kind == exc::multiple) {
+    reader::nest guard(r);  // lists of lists are bounded like any nested value (the decoder recurses here)
     const std::size_t n = r.read_length(1, "exception list");
     std::vector<std::exception_ptr> es;
     for (std::size_t i = 0; i < n; ++i) es.push_back(decode_exception(r));
@@ -293,6 +297,10 @@ fid count_send(finish_state& fs, int dst) {
 // Receiver side: the finish that governs an arriving activity, with the receipt counted.
 finish_state& count_receipt(fid f) {
   dist_state& d = *g_dist;
+  if (f.home >= static_cast<std::uint64_t>(d.size)) {
+    throw serialization_error("apgas: malformed message: finish home " + std::to_string(f.home) +
+                              " is not a host place (there are " + std::to_string(d.size) + ")");
+  }
   std::lock_guard lock(d.mutex);
   if (f.home == static_cast<std::uint64_t>(d.rank)) {
     auto it = d.homes.find(f.serial);
@@ -453,28 +461,58 @@ void landed(void* ctx) { static_cast<finish_state*>(ctx)->complete(); }
 
 std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n);
 
+// A put whose target was rejected: its payload is still received (the sender's finish waits for it to land), into
+// a scratch buffer that is freed when it has, and the rejection is the exception of the finish that sent it.
+struct discarded_put {
+  finish_state& fs;
+  std::vector<std::byte> bytes;
+};
+
+void discarded_landed(void* ctx) {
+  auto* p = static_cast<discarded_put*>(ctx);
+  finish_state& fs = p->fs;
+  delete p;
+  fs.complete();
+}
+
+std::span<std::byte> put_target(target_kind kind, std::uint64_t where, std::uint64_t n) {
+  if (kind == target_kind::array) return checked_array_range(where, n);
+  if (kind == target_kind::ticket) {
+    std::lock_guard lock(g_dist->mutex);
+    auto it = g_dist->tickets.find(where);
+    if (it == g_dist->tickets.end() || it->second.size() != n) {
+      throw serialization_error("apgas: malformed message: unknown copy ticket " + std::to_string(where));
+    }
+    const std::span<std::byte> target = it->second;
+    g_dist->tickets.erase(it);
+    return target;
+  }
+  throw serialization_error("apgas: malformed message: copy target kind " + std::to_string(static_cast<int>(kind)));
+}
+
 void deliver_put(int src, reader& r) {
   fid f{};
   std::uint32_t tag = 0;
   target_kind kind{};
   std::uint64_t where = 0, n = 0;
   r & f.home & f.serial & tag & kind & where & n;
-  std::span<std::byte> target;
-  if (kind == target_kind::array) {
-    target = checked_array_range(where, n);
-  } else if (kind == target_kind::ticket) {
-    std::lock_guard lock(g_dist->mutex);
-    auto it = g_dist->tickets.find(where);
-    if (it == g_dist->tickets.end() || it->second.size() != n) {
-      throw serialization_error("apgas: malformed message: unknown copy ticket " + std::to_string(where));
-    }
-    target = it->second;
-    g_dist->tickets.erase(it);
-  } else {
-    throw serialization_error("apgas: malformed message: copy target kind " + std::to_string(static_cast<int>(kind)));
-  }
+  transport::transport& tp = *g_dist->tp;
+  // Counted first: from here on a rejection is charged to the sender's finish instead of leaving it waiting.
   finish_state& fs = count_receipt(f);
-  g_dist->tp->recv_bulk(src, tag, target, &landed, &fs);
+  std::span<std::byte> target;
+  try {
+    target = put_target(kind, where, n);
+  } catch (...) {
+    fs.add_exception(std::current_exception());
+    if (n > tp.max_message()) {  // no sender splits pieces larger than this: there is no payload to drain
+      fs.complete();
+      return;
+    }
+    auto* sink = new discarded_put{fs, std::vector<std::byte>(static_cast<std::size_t>(n))};
+    tp.recv_bulk(src, tag, sink->bytes, &discarded_landed, sink);
+    return;
+  }
+  tp.recv_bulk(src, tag, target, &landed, &fs);
 }
 
 void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t where,
@@ -498,11 +536,11 @@ void deliver_get(int src, reader& r) {
   fid f{};
   std::uint64_t from = 0, n = 0, ticket = 0;
   r & f.home & f.serial & from & n & ticket;
-  const std::span<std::byte> data = checked_array_range(from, n);
   finish_state& fs = count_receipt(f);
-  // Answer with a put (counted as a new activity message of the same finish), then this "activity" is done.
+  // Answer with a put (counted as a new activity message of the same finish), then this "activity" is done. A
+  // rejected source range is this finish's exception.
   try {
-    put_locked_in(fs, src, target_kind::ticket, ticket, data);
+    put_locked_in(fs, src, target_kind::ticket, ticket, checked_array_range(from, n));
   } catch (...) {
     fs.add_exception(std::current_exception());
   }
@@ -549,6 +587,8 @@ void dist_state::on_message(int src, std::span<const std::byte> bytes) {
         throw serialization_error("apgas: malformed message: unknown message kind " +
                                   std::to_string(static_cast<int>(kind)));
     }
+  } catch (const transport_error&) {
+    throw;  // the transport itself failed (e.g. a bulk transfer it cannot place): fatal, see poll_hook
   } catch (const std::exception& e) {
     // A malformed message names no finish we could charge: report it and drop it; the place stays up.
     std::fprintf(stderr, "apgas: place %d dropped a message of %zu bytes from place %d: %s\n", rank, bytes.size(), src,
@@ -716,9 +756,59 @@ std::unique_ptr<transport::transport>& the_transport() {
   return t;
 }
 bool g_fingerprint_checked = false;
+
+// The start-up handshake: every place sends one hello to every other place over the transport itself and polls
+// until it has heard from all of them. The collectives before it (the fingerprint allgather) may go through the
+// launcher's bootstrap (ofi), so this is the first proof that each peer is reachable on the path the run uses.
+// Nothing else can arrive meanwhile: no place sends runtime traffic before the barrier that follows the place-tree
+// exchange, which every place reaches only after its own handshake.
+struct hello_handler final : transport::handler {
+  std::vector<char> heard;
+  int missing = 0;
+  void on_message(int src, std::span<const std::byte> bytes) override {
+    if (bytes.size() == 1 && bytes[0] == static_cast<std::byte>(msg::hello) && src >= 0 &&
+        src < static_cast<int>(heard.size()) && heard[static_cast<std::size_t>(src)] == 0) {
+      heard[static_cast<std::size_t>(src)] = 1;
+      --missing;
+    } else {
+      std::fprintf(stderr, "apgas: a message of %zu bytes from place %d arrived during the start-up handshake; "
+                   "dropped\n", bytes.size(), src);
+    }
+  }
+};
+
+void handshake(transport::transport& t, int timeout_s) {
+  hello_handler h;
+  h.heard.assign(static_cast<std::size_t>(t.size()), 0);
+  h.heard[static_cast<std::size_t>(t.rank())] = 1;
+  h.missing = t.size() - 1;
+  for (int p = 0; p < t.size(); ++p) {
+    if (p != t.rank()) t.send(p, {static_cast<std::byte>(msg::hello)});
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (h.missing > 0) {
+    if (!t.poll(h)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::string silent;
+        for (int p = 0; p < t.size(); ++p) {
+          if (h.heard[static_cast<std::size_t>(p)] == 0) silent += (silent.empty() ? "" : ", ") + std::to_string(p);
+        }
+        // Only this place knows: the silent peer may be waiting in a collective, and so would this process in
+        // MPI_Finalize at exit. Stop here; the launcher then ends the other processes of the job.
+        std::fprintf(stderr,
+                     "apgas: start-up failed: place %d did not hear from place%s %s over the %s transport within %d s "
+                     "(APGAS_CONNECT_TIMEOUT): unreachable, or not started\n",
+                     t.rank(), h.missing > 1 ? "s" : "", silent.c_str(), t.name(), timeout_s);
+        std::fflush(stderr);
+        std::_Exit(2);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
 }  // namespace
 
-transport::transport& transport_for_run() {
+transport::transport& transport_for_run(int connect_timeout_s) {
   auto& t = the_transport();
   if (!t) t = transport::make_from_env();
   if (!g_fingerprint_checked) {
@@ -734,6 +824,7 @@ transport::transport& transport_for_run() {
                               std::to_string(mine) + "): every process of a run must start the same binary");
       }
     }
+    if (t->size() > 1) handshake(*t, connect_timeout_s);
     g_fingerprint_checked = true;
   }
   return *t;

@@ -12,7 +12,7 @@ inline constexpr std::size_t message_header_bytes = 1 + 8 + 8 + 8 + 4;
 
 /// The process's transport, created from the environment on first use; on the first call of the process also checks
 /// that every place runs the same program (transport_error naming the place otherwise).
-transport::transport& transport_for_run();
+transport::transport& transport_for_run(int connect_timeout_s);
 /// A hash of the running executable's build id (or its path and size when it has none).
 std::uint64_t program_fingerprint();
 

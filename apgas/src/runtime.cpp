@@ -18,10 +18,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <span>
 #include <exception>
 #include <memory>
+#include <span>
 #include <string>
+#include <system_error>
 #include <typeinfo>
 #include <vector>
 
@@ -130,7 +131,7 @@ int run(const config& cfg, function_ref<void()> main) {
 
   transport::transport* tp = nullptr;
   try {
-    tp = &transport_for_run();
+    tp = &transport_for_run(cfg.connect_timeout_s);
   } catch (const config_error& e) {
     std::fprintf(stderr, "apgas: %s\n", e.what());
     return 2;
@@ -165,7 +166,16 @@ int run(const config& cfg, function_ref<void()> main) {
   // (non-worker) thread. The other places serve until place 0 tells them the run is over.
   std::atomic<bool> done{false};
   std::exception_ptr failure;
-  sched->start();
+  try {
+    sched->start();
+  } catch (const std::system_error& e) {
+    // Some workers may be running and the other places are past the barrier: no clean way back, so stop this
+    // process (a launcher then ends the job) with a message that names the setting.
+    std::fprintf(stderr, "apgas: start-up failed at place %d: could not start %d worker threads (APGAS_NTHREADS): %s\n",
+                 tp->rank(), sched->size(), e.what());
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
   int code = 0;
   if (tp->rank() == 0) {
     task* root = make_task([&] {

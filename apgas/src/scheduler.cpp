@@ -188,7 +188,16 @@ void scheduler::worker_main(worker* w) {
   enter_signal_stack();
   san::adopt_thread(w->thread_ctx.marks);
   w->running = &w->thread_ctx;
-  run_until_exit(w, make_loop_fiber(w));
+  fiber_ctx* first = nullptr;
+  try {
+    first = make_loop_fiber(w);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "apgas: worker %d could not create its first fiber (a stack of %zu bytes, APGAS_STACK_SIZE): %s\n",
+                 w->index, stack_size_, e.what());
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
+  run_until_exit(w, first);
   // Every activity has ended: the pooled loop fibers sit at the top of their loops; let each one end.
   while (!w->idle_fibers.empty()) {
     fiber_ctx* f = w->idle_fibers.back();

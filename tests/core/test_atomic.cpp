@@ -3,6 +3,7 @@
 #include "support/run.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <string>
@@ -124,6 +125,33 @@ TEST_P(Atomic, WhenIsReleasedByAtomicSectionsOfOtherActivities) {
     EXPECT_EQ(released.load(), n);
     // The body runs atomically with the successful test: it saw a flag value that satisfies its condition.
     for (int i = 1; i <= n; ++i) EXPECT_GE(seen[static_cast<std::size_t>(i)], i) << "activity " << i;
+  });
+}
+
+TEST_P(Atomic, WhenRetestsOnlyWhenAnAtomicSectionEnds) {
+  run_on(GetParam(), [] {
+    // One waiter and 10 atomic sections with a 2 ms pause after each: a spinning when would test its condition
+    // thousands of times meanwhile; ours tests once on entry and at most once per ended section (each wakes it).
+    int flag = 0;
+    std::atomic<int> tests{0};
+    apgas::finish([&] {
+      apgas::async([&] {
+        apgas::async([&] {
+          for (int i = 1; i <= 10; ++i) {
+            apgas::atomic([&] { flag = i; });
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+            while (std::chrono::steady_clock::now() < until) {
+            }
+          }
+        });
+        apgas::when([&] {
+          tests++;
+          return flag == 10;
+        }, [] {});
+      });
+    });
+    EXPECT_GE(tests.load(), 1);
+    EXPECT_LE(tests.load(), 11);
   });
 }
 

@@ -357,12 +357,58 @@ TEST(Remote, MalformedMessagesAreDroppedAndThePlaceStaysUp) {
       apgas::detail::send_raw(1, w.take());
     }
     {
-      apgas::writer w;  // a bulk put into memory that is not a remote array
-      w & std::uint8_t{8} & std::uint64_t{0} & std::uint64_t{1} & std::uint32_t{0} & std::uint8_t{0} &
+      apgas::writer w;  // a bulk put for a finish that is not alive at its home (place 1)
+      w & std::uint8_t{8} & std::uint64_t{1} & std::uint64_t{123456} & std::uint32_t{0} & std::uint8_t{0} &
           std::uint64_t{0x1000} & std::uint64_t{64};
       apgas::detail::send_raw(1, w.take());
     }
+    {
+      apgas::writer w;  // an activity whose finish claims a home that is not a place
+      w & std::uint8_t{1} & std::uint64_t{1000} & std::uint64_t{1} & std::uint64_t{0} & std::uint32_t{0};
+      apgas::detail::send_raw(1, w.take());
+    }
+    {
+      apgas::writer w;  // a report whose exception list nests far deeper than any value may (decoded recursively)
+      w & std::uint8_t{4} & std::uint64_t{123456};
+      w.write_length(0);                        // no sends
+      w & std::int64_t{0};                      // receipts
+      w.write_length(1);                        // one exception...
+      for (int i = 0; i < 20000; ++i) {         // ...a list of one list of one list ...
+        w & std::uint8_t{40};
+        w.write_length(1);
+      }
+      apgas::detail::send_raw(1, w.take());
+    }
     for (int i = 0; i < 3; ++i) EXPECT_EQ(apgas::at(apgas::place(1), [] { return apgas::here().id(); }), 1);
+  });
+}
+
+TEST(Remote, CopiesIntoOrFromAFreedArrayAreTheFinishsErrorNotAHang) {
+  run_everywhere([] {
+    auto arr = apgas::make_remote_array<int>(apgas::place(1), 1000, 5);
+    const auto stale = arr;
+    apgas::free_remote_array(arr);
+    std::vector<int> data(1000, 7);
+    for (int way = 0; way < 2; ++way) {
+      try {
+        apgas::finish([&] {
+          if (way == 0) {
+            apgas::async_copy(std::span<const int>(data), stale);
+          } else {
+            apgas::async_copy(stale, 0, std::span<int>(data));
+          }
+        });
+        ADD_FAILURE() << "a copy " << (way == 0 ? "into" : "from") << " a freed remote array was accepted";
+      } catch (const apgas::multiple_exceptions& m) {
+        const auto errs = m.of_type<apgas::serialization_error>();
+        ASSERT_EQ(m.size(), 1u);
+        ASSERT_EQ(errs.size(), 1u);
+        EXPECT_NE(std::string(errs[0]->what()).find("not inside a live remote_array"), std::string::npos)
+            << errs[0]->what();
+      }
+    }
+    EXPECT_EQ(data, std::vector<int>(1000, 7));
+    EXPECT_EQ(apgas::at(apgas::place(1), [] { return apgas::here().id(); }), 1);
   });
 }
 

@@ -1,6 +1,7 @@
 // The reorder shim (APGAS_TRANSPORT_SHIM=reorder): wraps a backend and holds every outgoing message for a random
 // number of poll rounds, then sends the held messages in a random order. Used by tests to show that the runtime's
 // protocols (distributed finish above all) do not depend on delivery order or timing. barrier() first flushes.
+// Also the mute shim (below).
 #include "transports.hpp"
 
 #include <algorithm>
@@ -89,6 +90,40 @@ class reorder_shim final : public transport {
 
 std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner) {
   return std::make_unique<reorder_shim>(std::move(inner));
+}
+
+namespace {
+// The mute shim (APGAS_TRANSPORT_SHIM=mute:R): rank R sends no message at all, as if its peers could not reach it
+// (collectives still work, as a launcher's bootstrap would). Used by tests of the start-up handshake.
+class mute_shim final : public transport {
+ public:
+  mute_shim(std::unique_ptr<transport> inner, int muted) : inner_(std::move(inner)), muted_(muted == inner_->rank()) {}
+  const char* name() const noexcept override { return inner_->name(); }
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  std::size_t max_message() const noexcept override { return inner_->max_message(); }
+  void send(int dst, std::vector<std::byte> bytes) override {
+    if (!muted_) inner_->send(dst, std::move(bytes));
+  }
+  bool poll(handler& h) override { return inner_->poll(h); }
+  std::uint32_t next_bulk_tag(int dst) noexcept override { return inner_->next_bulk_tag(dst); }
+  void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
+    if (!muted_) inner_->send_bulk(dst, tag, payload);
+  }
+  void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) override {
+    inner_->recv_bulk(src, tag, target, done, ctx);
+  }
+  void barrier() override { inner_->barrier(); }
+  std::vector<std::byte> allgather(std::span<const std::byte> mine) override { return inner_->allgather(mine); }
+
+ private:
+  std::unique_ptr<transport> inner_;
+  bool muted_;
+};
+}  // namespace
+
+std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank) {
+  return std::make_unique<mute_shim>(std::move(inner), rank);
 }
 
 }  // namespace apgas::transport

@@ -25,19 +25,28 @@ std::unique_ptr<transport> make_mpi() { return nullptr; }
 #if !APGAS_HAVE_OFI
 std::unique_ptr<transport> make_ofi() { return nullptr; }
 #endif
-#if !APGAS_HAVE_MPI
+// The variables an MPI-style launcher (Open MPI's mpirun, MPICH/PMI, PMIx, Slurm's srun) sets in each process.
 bool launched_by_mpi() noexcept {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"}) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_NTASKS"}) {
     if (std::getenv(v) != nullptr) return true;
   }
   return false;
 }
-#endif
+
+namespace {
+// How many processes the launcher started, where it says so (0: not said).
+long launched_processes() noexcept {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+    if (const char* s = std::getenv(v)) return std::strtol(s, nullptr, 10);
+  }
+  return 0;
+}
+}  // namespace
 
 std::unique_ptr<transport> make_from_env() {
   const char* v = std::getenv("APGAS_TRANSPORT");
   std::string choice = v != nullptr ? v : "";
-  if (choice.empty()) {
+  if (v == nullptr) {  // set but empty is not a choice: it is rejected below, as apgas::config rejects it
     if (launched_by_mpi()) {
 #if APGAS_HAVE_MPI
       choice = "mpi";
@@ -52,6 +61,14 @@ std::unique_ptr<transport> make_from_env() {
   }
   std::unique_ptr<transport> t;
   if (choice == "local") {
+    // Each of N launched processes would be a one-host run of its own: N copies of the program, each its place 0.
+    if (const long n = launched_processes(); n > 1) {
+      throw config_error("APGAS_TRANSPORT=" + std::string(v != nullptr ? "local" : "(unset, so local)") +
+                         ": the launcher started " + std::to_string(n) +
+                         " processes, but the local transport joins none of them (each would run the program alone "
+                         "as place 0); this build has: " + built_backends() +
+                         " (set APGAS_TRANSPORT=mpi or ofi, or configure with -DAPGAS_WITH_MPI=ON)");
+    }
     t = make_local();
   } else if (choice == "mpi") {
     t = make_mpi();
@@ -68,10 +85,16 @@ std::unique_ptr<transport> make_from_env() {
   }
   const char* shim = std::getenv("APGAS_TRANSPORT_SHIM");
   if (shim != nullptr && *shim != '\0') {
-    if (std::string(shim) != "reorder") {
-      throw config_error(std::string("APGAS_TRANSPORT_SHIM='") + shim + "' is not a shim (expected reorder)");
+    const std::string s = shim;
+    char* end = nullptr;
+    const long muted = s.rfind("mute:", 0) == 0 ? std::strtol(s.c_str() + 5, &end, 10) : -1;
+    if (s == "reorder") {
+      t = make_reorder_shim(std::move(t));
+    } else if (muted >= 0 && end != s.c_str() + 5 && *end == '\0') {
+      t = make_mute_shim(std::move(t), static_cast<int>(muted));
+    } else {
+      throw config_error("APGAS_TRANSPORT_SHIM='" + s + "' is not a shim (expected reorder, or mute:<rank>)");
     }
-    t = make_reorder_shim(std::move(t));
   }
   return t;
 }

@@ -14,6 +14,7 @@ std::unique_ptr<transport> make_local();
 std::unique_ptr<transport> make_mpi();
 std::unique_ptr<transport> make_ofi();
 std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner);
+std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank);
 /// True when an MPI-style launcher (mpirun, srun) started this process.
 bool launched_by_mpi() noexcept;
 

@@ -417,7 +417,10 @@ void team::allreduce(std::span<T> inout, Op op) {
 template <class T>
 void team::broadcast(std::span<T> data, place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::broadcast: T must be trivially copyable");
-  (void)place_of(root.id());
+  if (!place_of(root.id()).is_host()) {
+    throw bad_place_exception("apgas::team::broadcast: the root must be a host place (the team is one activity per "
+                              "host place); place " + std::to_string(root.id()) + " is a GPU place");
+  }
   const bool me = here() == root;
   std::vector<std::byte> mine(me ? data.size_bytes() : 0);
   if (me && !data.empty()) std::memcpy(mine.data(), data.data(), data.size_bytes());

@@ -35,6 +35,11 @@ struct config {
   /// 4 KiB from 64 KiB to 256 MiB. The default, 4 MiB, is explained in docs/decisions/0006-gpu-places.md.
   std::size_t cuda_dma_slice = default_dma_slice;
 
+  static constexpr int max_connect_timeout_s = 3600;
+  /// Seconds each host place waits at start-up to hear from every other host place over the transport
+  /// (APGAS_CONNECT_TIMEOUT, 1 to 3600); a peer not heard from by then stops start-up with a message naming it.
+  int connect_timeout_s = 60;
+
   /// The configuration given by the environment. Throws config_error.
   static config from_env();
   /// Throws config_error if a field is out of range.

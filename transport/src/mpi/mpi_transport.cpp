@@ -50,14 +50,17 @@ class mpi_transport final : public transport {
   mpi_transport() {
     int initialized = 0;
     MPI_Initialized(&initialized);
+    int provided = 0;
     if (!initialized) {
-      int provided = 0;
       check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
       owns_mpi_ = true;
-      if (provided < MPI_THREAD_SERIALIZED) {
-        throw transport_error("apgas transport mpi: the MPI library provides thread level " +
-                              std::to_string(provided) + ", apgas needs MPI_THREAD_SERIALIZED");
-      }
+    } else {
+      check(MPI_Query_thread(&provided), "MPI_Query_thread");  // the application initialised MPI itself
+    }
+    if (provided < MPI_THREAD_SERIALIZED) {
+      throw transport_error("apgas transport mpi: MPI runs at thread level " + std::to_string(provided) +
+                            ", apgas needs MPI_THREAD_SERIALIZED (" + std::to_string(MPI_THREAD_SERIALIZED) +
+                            "): initialise MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) or let apgas do it");
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
@@ -334,11 +337,5 @@ class mpi_transport final : public transport {
 
 std::unique_ptr<transport> make_mpi() { return std::make_unique<mpi_transport>(); }
 
-bool launched_by_mpi() noexcept {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_NTASKS"}) {
-    if (std::getenv(v) != nullptr) return true;
-  }
-  return false;
-}
 
 }  // namespace apgas::transport

@@ -70,10 +70,18 @@ class ofi_transport final : public transport {
   ofi_transport() {
     int initialized = 0;
     MPI_Initialized(&initialized);
+    int provided = 0;
     if (!initialized) {
-      int provided = 0;
       check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
       owns_mpi_ = true;
+    } else {
+      check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
+    }
+    // barrier() and allgather() may be called from any worker (one at a time, under mpi_).
+    if (provided < MPI_THREAD_SERIALIZED) {
+      throw transport_error("apgas transport ofi: the bootstrap's MPI runs at thread level " +
+                            std::to_string(provided) + ", apgas needs MPI_THREAD_SERIALIZED (" +
+                            std::to_string(MPI_THREAD_SERIALIZED) + ")");
     }
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_rank(comm_, &rank_);
@@ -176,6 +184,12 @@ class ofi_transport final : public transport {
       b.done = done;
       b.ctx = ctx;
       b.posted = true;
+      // Early fragments were checked against their header's total only: that total must be this target's size.
+      if (b.seen_header && b.total != target.size()) {
+        throw transport_error("apgas transport ofi: a bulk transfer of " + std::to_string(b.total) +
+                              " bytes from rank " + std::to_string(src) + " for a target of " +
+                              std::to_string(target.size()));
+      }
       for (auto& [off, data] : b.early) std::memcpy(target.data() + off, data.data(), data.size());
       b.early.clear();
       if (b.received == target.size() && b.seen_header) {
@@ -349,6 +363,10 @@ class ofi_transport final : public transport {
     }
     const auto key = std::make_pair(src, static_cast<std::uint32_t>(h.id));
     bulk_in& b = bulk_[key];
+    if (b.seen_header && h.total != b.total) {
+      throw transport_error("apgas transport ofi: fragments of one bulk transfer from rank " + std::to_string(src) +
+                            " disagree on its size (" + std::to_string(b.total) + ", " + std::to_string(h.total) + ")");
+    }
     b.seen_header = true;
     b.total = h.total;
     if (b.posted) {

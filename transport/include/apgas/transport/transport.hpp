@@ -64,7 +64,8 @@ class transport {
 /// The backend chosen by APGAS_TRANSPORT (local, mpi, ofi) or auto-detected: mpi (else ofi) when the process was
 /// started by an MPI launcher and the backend is built in, otherwise local. An invalid or unavailable choice throws
 /// apgas::config_error naming the variable, the value and the backends this build has.
-/// APGAS_TRANSPORT_SHIM=reorder wraps the backend in a shim that delays and reorders messages (tests).
+/// APGAS_TRANSPORT_SHIM=reorder wraps the backend in a shim that delays and reorders messages, and
+/// APGAS_TRANSPORT_SHIM=mute:R one that drops every message rank R sends (tests).
 std::unique_ptr<transport> make_from_env();
 
 /// Backends built into this library, e.g. "local mpi ofi".
