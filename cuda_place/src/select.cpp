@@ -14,6 +14,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 namespace apgas::detail {
 
@@ -56,7 +57,20 @@ block_table& blocks() {
 }
 
 #if APGAS_HAVE_CUDA
-// Page-locked memory needs a context on some drivers: the primary context of device 0, retained once.
+// Page-locked memory needs a context on some drivers: the primary context of the first GPU that APGAS_GPUS selects
+// (device 0 for "all"), retained once. With APGAS_GPUS=none no context is created and no memory is pinned: pinned
+// vectors are then ordinary memory (there is no GPU to copy to). Portable allocations are pinned for every context.
+int pin_device() {
+  try {
+    const config c = config::from_env();
+    if (c.all_gpus()) return 0;
+    const std::vector<int> l = c.gpu_list();
+    return l.empty() ? -1 : l.front();
+  } catch (const config_error&) {
+    return -1;  // reported at start-up; here ordinary memory will do
+  }
+}
+
 void* pin(std::size_t bytes) {
   std::string why;
   const gpu::driver* d = nullptr;
@@ -67,10 +81,12 @@ void* pin(std::size_t bytes) {
   }
   if (d == nullptr) return nullptr;
   static const CUcontext ctx = [d] {
+    const int ordinal = pin_device();
     int n = 0;
     CUdevice dev = 0;
     CUcontext c = nullptr;
-    const bool ok = d->cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0 && d->cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+    const bool ok = ordinal >= 0 && d->cuDeviceGetCount(&n) == CUDA_SUCCESS && ordinal < n &&
+                    d->cuDeviceGet(&dev, ordinal) == CUDA_SUCCESS &&
                     d->cuDevicePrimaryCtxRetain(&c, dev) == CUDA_SUCCESS;
     return ok ? c : nullptr;
   }();

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -862,6 +863,36 @@ TEST_F(FakeGpu, KernelLaunchesThroughTheSeam) {
   fake().reset();
 }
 
+// Several kernels in flight on one GPU (X10 allowed one): with the device paused, four launches from four
+// activities are all queued at once (a kernel and its completion event each), and all complete once it runs.
+TEST_F(FakeGpu, SeveralKernelsAreInFlightOnOneGpu) {
+  run_gpu(gpu_config(), [] {
+    const place g(1);
+    const int dev = device_of(g);
+    fake().synchronize(dev);
+    const long long launches = counter(dev, "kernel_launches");
+    const long long pending = counter(dev, "ops_pending");
+    std::vector<std::unique_ptr<hand_made_kernel>> ks;
+    for (int i = 0; i < 4; ++i) ks.push_back(std::make_unique<hand_made_kernel>(&entry_a));
+    ASSERT_EQ(fake().pause(dev, 1), 0);
+    long long peak = 0;
+    std::thread releaser([&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while ((peak = counter(dev, "ops_pending") - pending) < 8 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      fake().pause(dev, 0);
+    });
+    apgas::finish([&] {
+      for (auto& k : ks) apgas::async([&k, g] { apgas::detail::gpu_launch(g, k->r); });
+    });
+    releaser.join();
+    EXPECT_GE(peak, 8) << "four kernels (and their events) queued at once on one paused GPU";
+    EXPECT_EQ(counter(dev, "kernel_launches") - launches, 4);
+  });
+  fake().reset();
+}
+
 TEST_F(FakeGpu, AFaultingKernelKillsItsPlaceAndItsFinishGetsIt) {
   run_gpu(fresh_gpu_config(), [] {  // (see the top)
     const place g(2);
@@ -921,8 +952,8 @@ TEST_F(FakeGpu, ConcurrentLaunchesWithDifferentLargeSharedMemory) {
         try {
           std::rethrow_exception(e);
         } catch (const std::exception& x) {
-          ADD_FAILURE() << "known bug (backend.cpp, device::launch: the opt-in is set to the requested amount, so "
-                           "a concurrent launch can lower it below another launch's): "
+          ADD_FAILURE() << "regression (backend.cpp, device::launch: the opt-in must cover the most any launch may "
+                           "ask, or a concurrent launch lowers it below another launch's): "
                         << x.what();
         }
       }
@@ -945,10 +976,10 @@ TEST_F(FakeGpu, ALaunchWhoseEventCannotBeCreatedLeavesNothingBehind) {
     apgas::finish([&] { EXPECT_THROW(apgas::detail::gpu_launch(g, k.r), apgas::cuda_error); });
     fake().synchronize(dev);
     EXPECT_EQ(counter(dev, "kernel_launches"), 0)
-        << "known bug (backend.cpp, device::launch: the completion event is taken after cuLaunchKernel): the "
-           "caller got an exception, yet the kernel was started";
+        << "regression (backend.cpp, device::launch: the completion event must be taken before "
+           "cuLaunchKernel): the caller got an exception, yet the kernel was started";
     EXPECT_EQ(counter(dev, "allocations"), allocations)
-        << "known bug (backend.cpp, device::launch): the launch's upload buffers are never freed";
+        << "regression (backend.cpp, device::launch): the failed launch's upload buffers were not freed";
     // The place is usable.
     apgas::finish([&] { apgas::detail::gpu_launch(g, k.r); });
   });
@@ -1159,3 +1190,38 @@ TEST(FakeDriver, CatchesOutOfBoundsUseAfterFreeWrongContextAndPageableCopies) {
 }
 
 }  // namespace
+
+// ---- the driver library itself (ctest entries apgas.cuda_fake.driver_*, each with its own APGAS_CUDA_DRIVER) ----
+
+// A library that loads but is no CUDA driver: the host simply has no GPU places, and says why.
+// The driver is loaded once per process: each of these runs in a process of its own, from its own ctest entry.
+bool driver_is(const char* path) {
+  const char* v = std::getenv("APGAS_CUDA_DRIVER");
+  return v != nullptr && std::string(v) == path;
+}
+
+TEST(DriverPath, ALibraryThatIsNoDriverGivesNoGpuPlaces) {
+  if (!driver_is("libm.so.6")) GTEST_SKIP() << "run by apgas.cuda_fake.driver_not_a_driver";
+  int places = 0;
+  std::string why;
+  const int rc = apgas::run(apgas::config{}, [&] {
+    places = static_cast<int>(apgas::all_places().size());
+    why = apgas::describe(place(0));
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(places, 1);
+  EXPECT_TRUE(contains(why, "no GPU places: the CUDA driver libm.so.6 lacks cuInit")) << why;
+}
+
+// A driver path named explicitly that cannot be loaded is a configuration error: start-up stops, naming it.
+TEST(DriverPath, AMissingExplicitDriverStopsStartUp) {
+  if (!driver_is("/nonexistent/libcuda.so.1")) GTEST_SKIP() << "run by apgas.cuda_fake.driver_missing";
+  bool ran = false;
+  testing::internal::CaptureStderr();
+  const int rc = apgas::run(apgas::config{}, [&] { ran = true; });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 2);
+  EXPECT_FALSE(ran);
+  EXPECT_TRUE(contains(err, "invalid APGAS_CUDA_DRIVER='/nonexistent/libcuda.so.1'")) << err;
+}
+

@@ -238,8 +238,18 @@ void copies_from_one_byte_to_one_gibibyte_both_ways() {
         }
         for (std::size_t i = 0; i < bytes; ++i) src[i] = static_cast<std::uint8_t>(i * 131 + bytes);
         apgas::finish([&] { apgas::async_copy(std::span<const std::uint8_t>(src), a); });
-        std::vector<std::uint8_t> back(bytes, 0);
-        apgas::finish([&] { apgas::async_copy(a, 0, std::span<std::uint8_t>(back)); });
+        // Back into memory of the same kind: pinned (one DMA) or pageable (the spooler).
+        std::vector<std::uint8_t> back_pageable;
+        apgas::pinned_vector<std::uint8_t> back_locked;
+        std::span<std::uint8_t> back;
+        if (pinned) {
+          back_locked.assign(bytes, 0);
+          back = back_locked;
+        } else {
+          back_pageable.assign(bytes, 0);
+          back = back_pageable;
+        }
+        apgas::finish([&] { apgas::async_copy(a, 0, back); });
         EXPECT_TRUE(std::equal(back.begin(), back.end(), src.begin()));
         apgas::free_remote_array(a);
       }
