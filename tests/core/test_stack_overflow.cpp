@@ -16,6 +16,17 @@ long deep(long n) {
   return below + frame[127];
 }
 
+// The same with 16 KiB frames, each touched at its two ends only: without stack-clash protection a frame could step
+// over the guard page.
+long deep_wide(long n) {
+  volatile char frame[16 * 1024];
+  frame[0] = static_cast<char>(n);
+  frame[sizeof frame - 1] = static_cast<char>(n);
+  if (n == 0) return frame[0];
+  const long below = deep_wide(n - 1);
+  return below + frame[sizeof frame - 1];
+}
+
 constexpr long unbounded = 1L << 40;
 
 // Runs `body` as an activity (a child of the main activity) in a fresh run; only returns if body does.
@@ -63,6 +74,11 @@ TEST_F(StackOverflowDeathTest, UnboundedRecursionAfterTheActivityParked) {
                                     });
                                     (void)deep(unbounded);
                                   }),
+               "stack overflow");
+}
+
+TEST_F(StackOverflowDeathTest, FramesLargerThanAPageStillHitTheGuardPage) {
+  EXPECT_DEATH((void)run_in_async(apgas::config::default_stack_size, [] { (void)deep_wide(unbounded); }),
                "stack overflow");
 }
 

@@ -110,6 +110,8 @@ typename Reducer::value_type finish_collect(Reducer r, F&& body) {
 
 /// Offer a value to the closest enclosing collecting finish of the calling activity. Its type must be that
 /// finish's reducer's value_type exactly; otherwise, or with no collecting finish, illegal_operation_exception.
+/// In this version offers reach a collecting finish only from its own host place: an activity that runs at
+/// another host place has no enclosing collecting finish there (send the value back with `at` instead).
 template <class T>
 void offer(const T& value) {
   detail::offer(&value, typeid(T));
