@@ -5,11 +5,14 @@
 #include <apgas/apgas.hpp>
 #include <apgas/detail/completion.hpp>
 
+#include "scheduler.hpp"  // apgas/src: park and wake, the scheduler's own primitives (not API)
+
 #include <boost/context/fiber.hpp>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
 #include <algorithm>
+#include <array>
 #include <barrier>
 #include <chrono>
 #include <cstdio>
@@ -132,52 +135,103 @@ void bench_finish100(int threads, int iterations, int repeats) {
 
 // ---- park/wake ping-pong vs a raw Boost.Context pair --------------------------------------------------------
 // Counted the same way on both sides: one "switch" is one transfer of control from one side to the other. A round
-// trip (A -> B -> A) is two switches. Ours: A signals B's completion and waits on its own (park), B is resumed,
-// signals A's and waits on its next one; all on one worker, so every transfer is a park + resume.
-void bench_fiber_switch(int rounds, int repeats) {
+// trip (A -> B -> A) is two switches. All on one worker, so every transfer is a park + resume of an activity.
+//   fiber_switch:        the scheduler's own park/wake (the primitive every blocking construct is built on): A
+//                        wakes B and parks, B resumes, wakes A and parks.
+//   completion_pingpong: the same through the completion seam (apgas::detail::completion, the one-shot event a
+//                        transport or GPU backend signals): adds its two atomic read-modify-writes per transfer.
+double raw_boost_switch(int rounds) {
+  namespace ctx = boost::context;
+  int count = 0;
+  ctx::fiber f([&count, rounds](ctx::fiber&& back) {
+    for (int i = 0; i < rounds; ++i) {
+      ++count;
+      back = std::move(back).resume();
+    }
+    return std::move(back);
+  });
+  const auto t0 = clock_type::now();
+  for (int i = 0; i < rounds; ++i) f = std::move(f).resume();
+  const double elapsed = seconds_since(t0);
+  f = std::move(f).resume();  // let it end
+  if (count != rounds) std::fprintf(stderr, "boost ping-pong miscounted\n"), std::exit(1);
+  return elapsed * 1e9 / (2.0 * rounds);
+}
+
+void bench_park_wake(int rounds, int repeats) {
+  namespace d = apgas::detail;
   std::vector<double> ours, anchor;
   for (int r = 0; r < repeats; ++r) {
     in_apgas(1, [&] {
-      auto to_b = std::make_unique<apgas::detail::completion[]>(static_cast<std::size_t>(rounds));
-      auto to_a = std::make_unique<apgas::detail::completion[]>(static_cast<std::size_t>(rounds));
+      // parked[x]: side x's fiber while it is parked (one worker: plain loads and stores would do).
+      std::atomic<d::fiber_ctx*> parked[2] = {nullptr, nullptr};
+      auto park_as = [&](int x) {
+        d::park([](d::fiber_ctx* self, void* slot) {
+          static_cast<std::atomic<d::fiber_ctx*>*>(slot)->store(self, std::memory_order_relaxed);
+        }, &parked[x]);
+      };
+      auto wake_other = [&](int x) { d::wake(parked[1 - x].exchange(nullptr, std::memory_order_relaxed)); };
+      double elapsed = 0;
+      apgas::finish([&] {
+        apgas::async([&] {  // B: starts A, then parks first (so A always finds it parked)
+          apgas::async([&] {  // A
+            const auto t0 = clock_type::now();
+            for (int i = 0; i < rounds; ++i) {
+              wake_other(0);
+              park_as(0);
+            }
+            elapsed = seconds_since(t0);
+          });
+          for (int i = 0; i < rounds; ++i) {
+            park_as(1);
+            wake_other(1);
+          }
+        });
+      });
+      ours.push_back(elapsed * 1e9 / (2.0 * rounds));
+    });
+    anchor.push_back(raw_boost_switch(rounds));
+  }
+  report("fiber_switch", ours, anchor, "ns/switch");
+}
+
+void bench_completion_pingpong(int rounds, int repeats) {
+  std::vector<double> ours, anchor;
+  for (int r = 0; r < repeats; ++r) {
+    in_apgas(1, [&] {
+      // A small ring of one-shot completions, each slot rebuilt by A two rounds after both sides are done with it
+      // (B signalled to_a[j] before it waited on to_b[j + 1], which A signalled after it had waited on to_a[j]):
+      // the figure is the switch, not the first touch of a fresh completion per round.
+      constexpr int ring = 64;
+      std::array<apgas::detail::completion, ring> to_b, to_a;
+      auto slot = [](int i) { return static_cast<std::size_t>(i % ring); };
       double elapsed = 0;
       apgas::finish([&] {
         apgas::async([&] {  // B
           for (int i = 0; i < rounds; ++i) {
-            to_b[static_cast<std::size_t>(i)].wait();
-            to_a[static_cast<std::size_t>(i)].signal();
+            to_b[slot(i)].wait();
+            to_a[slot(i)].signal();
           }
         });
         apgas::async([&] {  // A
           const auto t0 = clock_type::now();
           for (int i = 0; i < rounds; ++i) {
-            to_b[static_cast<std::size_t>(i)].signal();
-            to_a[static_cast<std::size_t>(i)].wait();
+            to_b[slot(i)].signal();
+            to_a[slot(i)].wait();
+            const std::size_t j = slot(i + ring - 2);  // round i - 2, quiescent: reused for round i + ring - 2
+            std::destroy_at(&to_b[j]);
+            std::construct_at(&to_b[j]);
+            std::destroy_at(&to_a[j]);
+            std::construct_at(&to_a[j]);
           }
           elapsed = seconds_since(t0);
         });
       });
       ours.push_back(elapsed * 1e9 / (2.0 * rounds));
     });
-    {
-      namespace ctx = boost::context;
-      int count = 0;
-      ctx::fiber f([&count, rounds](ctx::fiber&& back) {
-        for (int i = 0; i < rounds; ++i) {
-          ++count;
-          back = std::move(back).resume();
-        }
-        return std::move(back);
-      });
-      const auto t0 = clock_type::now();
-      for (int i = 0; i < rounds; ++i) f = std::move(f).resume();
-      const double elapsed = seconds_since(t0);
-      f = std::move(f).resume();  // let it end
-      if (count != rounds) std::fprintf(stderr, "boost ping-pong miscounted\n"), std::exit(1);
-      anchor.push_back(elapsed * 1e9 / (2.0 * rounds));
-    }
+    anchor.push_back(raw_boost_switch(rounds));
   }
-  report("fiber_switch", ours, anchor, "ns/switch");
+  report("completion_pingpong", ours, anchor, "ns/switch");
 }
 
 // ---- clock advance: one clock, two activities vs std::barrier, two threads ------------------------------------
@@ -239,7 +293,8 @@ int main(int argc, char** argv) {
   bench_fib(1, fib_n, repeats);
   bench_fib(2, fib_n, repeats);
   bench_finish100(2, quick ? 1000 : 20000, repeats);
-  bench_fiber_switch(quick ? 10000 : 1000000, repeats);
+  bench_park_wake(quick ? 10000 : 1000000, repeats);
+  bench_completion_pingpong(quick ? 10000 : 1000000, repeats);
   bench_clock(quick ? 10000 : 200000, repeats);
   return 0;
 }
