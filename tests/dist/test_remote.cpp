@@ -56,6 +56,20 @@ TEST(Remote, AtReturnsValuesOfEveryKind) {
       EXPECT_EQ(back.size(), 3u);
       EXPECT_EQ(back["c"], std::vector<int>{p.id()});
       EXPECT_EQ(back["a"], (std::vector<int>{1, 2}));
+      // Messages above the transports' small-message size (16 KiB for mpi), both ways, many in a row.
+      for (std::size_t n : {std::size_t{5000}, std::size_t{300000}}) {
+        std::vector<int> big(n);
+        std::iota(big.begin(), big.end(), p.id());
+        for (int k = 0; k < 3; ++k) {
+          const std::vector<int> twice = apgas::at(p, [](std::vector<int> v) {
+            for (int& x : v) x *= 2;
+            return v;
+          }, big);
+          ASSERT_EQ(twice.size(), n);
+          EXPECT_EQ(twice[n - 1], 2 * big[n - 1]);
+          EXPECT_EQ(twice[n / 2], 2 * big[n / 2]);
+        }
+      }
       apgas::at(p, [] {});  // void
     }
   });
