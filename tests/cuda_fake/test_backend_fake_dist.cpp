@@ -182,6 +182,14 @@ TEST(FakeGpuDist, WhatCannotBeSentToAnotherHostsGpu) {
     std::vector<int> v11(11);
     EXPECT_THROW(apgas::async_copy(std::span<const int>(v11), a), apgas::bad_place_exception);
     apgas::free_remote_array(a);
+    // A team is one activity per host place: a GPU place cannot be a broadcast's root (checked before any message).
+    std::vector<int> b(3, 1);
+    try {
+      apgas::team::world().broadcast(std::span<int>(b), place(3));
+      ADD_FAILURE() << "a GPU place was accepted as a broadcast root";
+    } catch (const apgas::bad_place_exception& e) {
+      EXPECT_TRUE(contains(e.what(), "place 3 is a GPU place")) << e.what();
+    }
   });
 }
 
