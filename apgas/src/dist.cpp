@@ -40,10 +40,10 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <typeinfo>
 #include <unordered_map>
 #include <utility>
-#include <thread>
 #include <vector>
 
 namespace apgas::detail {

@@ -34,9 +34,10 @@ bool launched_by_mpi() noexcept {
 }
 
 namespace {
-// How many processes the launcher started, where it says so (0: not said).
+// How many processes the launcher started, where it says so (0: not said). Only variables set per launched process:
+// not SLURM_NTASKS, which a batch script's own (single) process also sees; SLURM_STEP_NUM_TASKS is srun's.
 long launched_processes() noexcept {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
     if (const char* s = std::getenv(v)) return std::strtol(s, nullptr, 10);
   }
   return 0;
