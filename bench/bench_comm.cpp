@@ -1,5 +1,5 @@
 // apgas_bench_comm: communication between host places against raw MPI, in the same run, same processes.
-//   mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K]
+//   mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce]
 // Prints on place 0, one line per comparison: `ratio <name> <ours/anchor> (ours <x> <unit>, anchor <y> <unit>)`:
 //   at_rtt_mpi          finish { async_at(place 1) {} } round trip  /  MPI_Send + MPI_Recv 1-byte ping-pong
 //   copy_4mib_mpi       finish { async_copy(4 MiB -> place 1) }     /  MPI_Send 4 MiB + 1-byte ack
@@ -237,14 +237,18 @@ double raw_ofi_rtt(int rank, int iters) {
 
 int main(int argc, char** argv) {
   int repeats = 5;
+  std::string only;  // empty: every comparison
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--repeats" && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
     } else if (a == "--iters" && i + 1 < argc) {
       g_iters = std::atoi(argv[++i]);
+    } else if (a == "--only" && i + 1 < argc && (std::string(argv[i + 1]) == "at" || std::string(argv[i + 1]) == "copy" ||
+                                                   std::string(argv[i + 1]) == "allreduce")) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K]\n");
+      std::fprintf(stderr, "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce]\n");
       return 2;
     }
   }
@@ -279,16 +283,24 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
+  const auto want = [&](const char* what) { return only.empty() || only == what; };
   for (int r = 0; r < repeats; ++r) {
-    at_o.push_back(ours_at_rtt() * 1e6);
-    at_a.push_back(raw_rtt(rank) * 1e6);
-    cp_o.push_back(ours_copy(mib4, 20) * 1e6);
-    cp_a.push_back(raw_copy(rank, mib4, 20) * 1e6);
-    ar_o.push_back(ours_allreduce(g_iters / 2) * 1e6);
-    ar_a.push_back(raw_allreduce(g_iters / 2) * 1e6);
+    if (want("at")) {
+      at_o.push_back(ours_at_rtt() * 1e6);
+      at_a.push_back(raw_rtt(rank) * 1e6);
+    }
+    if (want("copy")) {
+      cp_o.push_back(ours_copy(mib4, 20) * 1e6);
+      cp_a.push_back(raw_copy(rank, mib4, 20) * 1e6);
+    }
+    if (want("allreduce")) {
+      ar_o.push_back(ours_allreduce(g_iters / 2) * 1e6);
+      ar_a.push_back(raw_allreduce(g_iters / 2) * 1e6);
+    }
   }
   if (rank == 0) {
     auto line = [](const char* name, const std::vector<double>& o, const std::vector<double>& a) {
+      if (o.empty()) return;
       std::printf("ratio %s %.3f (ours %.2f us, anchor %.2f us)\n", name, median(o) / median(a), median(o), median(a));
     };
     line("at_rtt_mpi", at_o, at_a);

@@ -720,7 +720,7 @@ std::vector<std::vector<std::byte>> team_allgather(std::vector<std::byte> mine) 
   }
   for (int p = 0; p < d.size; ++p) {
     if (p == d.rank) continue;
-    writer w(128);
+    writer w(mine.size() + 32);  // the whole message at once: no regrowth copies of a large contribution
     w & msg::team_contrib & seq;
     w.write_bytes(mine.data(), mine.size());
     send(p, std::move(w));
