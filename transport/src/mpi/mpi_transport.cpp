@@ -120,9 +120,10 @@ class mpi_transport final : public transport {
       if (!bulk_in_.empty()) complete_bulk_locked(landed);
       // Small messages: whatever completed among the pre-posted receives (one pass of MPI's progress engine).
       int count = 0;
-      // Open MPI's Testsome scans the requests first and runs the progress engine only when none is complete, then
-      // returns without scanning again: a message that progress just landed would wait for the next poll (a whole
-      // idle round of the worker). Scanning once more at once takes it now (measured: at_rtt 1.75 -> 1.69 us).
+      // (Open MPI's Testsome runs the progress engine only when no request is complete and then returns without
+      // scanning again, so a message it lands is taken on the next poll. A second Testsome at once took it sooner,
+      // at_rtt 1.75 -> 1.69 us, but doubled the cost of every idle poll: the oversubscribed -np 3 tests ran 1.5x
+      // longer. Not done.)
       check(MPI_Testsome(posted, small_reqs_.data(), &count, done_idx_, done_st_), "MPI_Testsome");
       for (int k = 0; k < count && count != MPI_UNDEFINED; ++k) {
         const int i = done_idx_[k];
