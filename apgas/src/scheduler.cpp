@@ -47,9 +47,10 @@ void complete_handoff(fiber_ctx* self, boost::context::fiber&& back) {
   if (h.publish != nullptr) h.publish(h.from, h.arg);
 }
 
-// Switch from `from` (running now) to `to` (suspended); returns when `from` is resumed.
-void switch_to(fiber_ctx* from, fiber_ctx* to, publish_fn publish, void* arg) {
-  this_worker()->pending = handoff{from, publish, arg};
+// Switch from `from` (running now on worker `w`) to `to` (suspended); returns when `from` is resumed, perhaps on
+// another worker (complete_handoff reads that one).
+void switch_to(worker* w, fiber_ctx* from, fiber_ctx* to, publish_fn publish, void* arg) {
+  w->pending = handoff{from, publish, arg};
   san::before_switch(from->marks, to->marks);
   boost::context::fiber back = std::move(to->cont).resume();
   complete_handoff(from, std::move(back));
@@ -84,7 +85,7 @@ fiber_ctx* make_loop_fiber(worker* w) {
 void resume_parked(worker* w, fiber_ctx* target) {
   fiber_ctx* self = w->running;
   self->current = nullptr;
-  switch_to(self, target, [](fiber_ctx* from, void*) { this_worker()->idle_fibers.push_back(from); }, nullptr);
+  switch_to(w, self, target, [](fiber_ctx* from, void*) { this_worker()->idle_fibers.push_back(from); }, nullptr);
 }
 
 boost::context::fiber loop_main(fiber_ctx* self) {
@@ -327,7 +328,7 @@ void park(publish_fn publish, void* arg) {
       std::abort();
     }
   }
-  switch_to(self, next, publish, arg);
+  switch_to(w, self, next, publish, arg);
   // Resumed, perhaps on another worker; the handoff set running/current_task there.
 }
 
