@@ -140,18 +140,37 @@ void bench_finish100(int threads, int iterations, int repeats) {
 //                        wakes B and parks, B resumes, wakes A and parks.
 //   completion_pingpong: the same through the completion seam (apgas::detail::completion, the one-shot event a
 //                        transport or GPU backend signals): adds its two atomic read-modify-writes per transfer.
-double raw_boost_switch(int rounds) {
+//   fiber_switch_framed: ours again, against raw Boost.Context switches made one function call deep on each side
+//                        (as a park is: the switch happens inside a function the activity calls). Every return
+//                        after a stack switch misses the CPU's return-stack predictor; one frame each side costs
+//                        the raw switch about as much as all of park/wake's own work (docs/decisions/0007).
+[[gnu::noinline]] void framed_resume(boost::context::fiber& f) {
+  f = std::move(f).resume();
+  asm volatile("" ::: "memory");  // keeps the call a call (no tail call)
+}
+
+double raw_boost_switch(int rounds, bool framed = false) {
   namespace ctx = boost::context;
   int count = 0;
-  ctx::fiber f([&count, rounds](ctx::fiber&& back) {
+  ctx::fiber f([&count, rounds, framed](ctx::fiber&& back) {
     for (int i = 0; i < rounds; ++i) {
       ++count;
-      back = std::move(back).resume();
+      if (framed) {
+        framed_resume(back);
+      } else {
+        back = std::move(back).resume();
+      }
     }
     return std::move(back);
   });
   const auto t0 = clock_type::now();
-  for (int i = 0; i < rounds; ++i) f = std::move(f).resume();
+  for (int i = 0; i < rounds; ++i) {
+    if (framed) {
+      framed_resume(f);
+    } else {
+      f = std::move(f).resume();
+    }
+  }
   const double elapsed = seconds_since(t0);
   f = std::move(f).resume();  // let it end
   if (count != rounds) std::fprintf(stderr, "boost ping-pong miscounted\n"), std::exit(1);
@@ -160,7 +179,7 @@ double raw_boost_switch(int rounds) {
 
 void bench_park_wake(int rounds, int repeats) {
   namespace d = apgas::detail;
-  std::vector<double> ours, anchor;
+  std::vector<double> ours, anchor, framed;
   for (int r = 0; r < repeats; ++r) {
     in_apgas(1, [&] {
       // parked[x]: side x's fiber while it is parked (one worker: plain loads and stores would do).
@@ -195,8 +214,10 @@ void bench_park_wake(int rounds, int repeats) {
       ours.push_back(elapsed * 1e9 / (2.0 * rounds));
     });
     anchor.push_back(raw_boost_switch(rounds));
+    framed.push_back(raw_boost_switch(rounds, /*framed=*/true));
   }
   report("fiber_switch", ours, anchor, "ns/switch");
+  report("fiber_switch_framed", ours, framed, "ns/switch");
 }
 
 void bench_completion_pingpong(int rounds, int repeats) {
