@@ -25,9 +25,10 @@ std::unique_ptr<transport> make_mpi() { return nullptr; }
 #if !APGAS_HAVE_OFI
 std::unique_ptr<transport> make_ofi() { return nullptr; }
 #endif
-// The variables an MPI-style launcher (Open MPI's mpirun, MPICH/PMI, PMIx, Slurm's srun) sets in each process.
+// The variables an MPI-style launcher (Open MPI's mpirun, MPICH/PMI, PMIx, Slurm's srun) sets in each process it
+// starts. Not SLURM_NTASKS: a batch script's own process sees it too, and a program run there directly is one place.
 bool launched_by_mpi() noexcept {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_NTASKS"}) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_STEP_NUM_TASKS"}) {
     if (std::getenv(v) != nullptr) return true;
   }
   return false;
