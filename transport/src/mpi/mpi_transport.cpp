@@ -1,11 +1,12 @@
 // The Open MPI backend.
 //
 // Thread level: MPI_THREAD_SERIALIZED. Every MPI call is made under one lock (mpi_), so at most one thread is inside
-// MPI at a time; workers never block on it: send() queues the message and only flushes the queue itself if the lock
-// is free, and poll() returns at once when another thread is polling. Progress is driven by idle workers through
-// the runtime's progress hook (poll()): it starts queued sends (MPI_Isend), completes finished ones
-// (MPI_Testsome) and receives with MPI_Improbe + MPI_Mrecv into 16-byte aligned buffers of the probed size. All
-// active messages use one tag on a duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
+// MPI at a time; workers never block on it: send() starts the message itself (MPI_Isend) when the lock is free and
+// otherwise queues it for the next poll, and poll() returns at once when another thread is polling. Progress is
+// driven by idle workers through the runtime's progress hook (poll()): it starts queued sends, completes finished
+// ones (MPI_Test), receives small messages (<= 16 KiB) into pre-posted buffers (MPI_Testsome) and larger ones with
+// MPI_Improbe + MPI_Mrecv into 16-byte aligned buffers of the probed size. All active messages use two tags on a
+// duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
 #include "../transports.hpp"
 
 #include <apgas/detail/spin_mutex.hpp>
@@ -97,12 +98,18 @@ class mpi_transport final : public transport {
       throw transport_error("apgas transport mpi: send to rank " + std::to_string(dst) + " of " +
                             std::to_string(size_));
     }
+    if (mpi_.try_lock()) {  // the common case: straight out, not through the queue (no ordering is promised)
+      std::lock_guard lock(mpi_, std::adopt_lock);
+      start_send_locked(dst, std::move(bytes));
+      flush_locked();  // whatever others queued meanwhile (one atomic load when nothing)
+      return;
+    }
     {
       std::lock_guard lock(out_mutex_);
       outbox_.push_back({dst, std::move(bytes)});
       has_out_.store(true, std::memory_order_release);
     }
-    if (mpi_.try_lock()) {
+    if (mpi_.try_lock()) {  // the holder may have flushed before we queued: do not leave the message behind
       std::lock_guard lock(mpi_, std::adopt_lock);
       flush_locked();
     }
@@ -260,22 +267,23 @@ class mpi_transport final : public transport {
       check(MPI_Isend(o.payload.data(), static_cast<int>(o.payload.size()), MPI_BYTE, o.dst, o.tag, comm_, &f.req),
             "MPI_Isend");
     }
-    for (auto& o : batch) {
-      in_flight_.push_back({MPI_REQUEST_NULL, std::move(o.bytes)});
-      in_flight& f = in_flight_.back();
-      const int tag = f.bytes.size() <= small_bytes ? am_tag : am_large_tag;
-      check(MPI_Isend(f.bytes.data(), static_cast<int>(f.bytes.size()), MPI_BYTE, o.dst, tag, comm_, &f.req),
-            "MPI_Isend");
-      // Push it out now: a small message may sit in MPI's queue until the progress engine runs again.
-      int done = 0;
-      check(MPI_Test(&f.req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) in_flight_.pop_back();
-    }
+    for (auto& o : batch) start_send_locked(o.dst, std::move(o.bytes));
     const bool any = !batch.empty() || !sends.empty() || !recvs.empty();
     batch.clear();
     sends.clear();
     recvs.clear();
     return any;
+  }
+
+  void start_send_locked(int dst, std::vector<std::byte> bytes) {
+    in_flight_.push_back({MPI_REQUEST_NULL, std::move(bytes)});
+    in_flight& f = in_flight_.back();
+    const int tag = f.bytes.size() <= small_bytes ? am_tag : am_large_tag;
+    check(MPI_Isend(f.bytes.data(), static_cast<int>(f.bytes.size()), MPI_BYTE, dst, tag, comm_, &f.req), "MPI_Isend");
+    // Push it out now: a small message may sit in MPI's queue until the progress engine runs again.
+    int done = 0;
+    check(MPI_Test(&f.req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) in_flight_.pop_back();
   }
 
   // Completed bulk receives, whose done callbacks the caller runs after releasing the lock.
