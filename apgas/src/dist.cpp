@@ -61,7 +61,9 @@ enum class msg : std::uint8_t {
   hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message
 };
 
-enum class target_kind : std::uint8_t { array = 0, ticket = 1 };
+// The target of a bulk_put: a remote array's range, a ticket of the requester's get, or (no payload) the answer
+// to a get whose source range was rejected: the ticket is withdrawn, so the requester keeps nothing for it.
+enum class target_kind : std::uint8_t { array = 0, ticket = 1, ticket_withdrawn = 2 };
 
 // The home record of a finish with remote activities. While some balance entry is nonzero the record holds one
 // token in the finish's local count (the "remote token"), so the finish's ordinary count alone decides
@@ -499,6 +501,14 @@ void deliver_put(int src, reader& r) {
   transport::transport& tp = *g_dist->tp;
   // Counted first: from here on a rejection is charged to the sender's finish instead of leaving it waiting.
   finish_state& fs = count_receipt(f);
+  if (kind == target_kind::ticket_withdrawn) {  // no payload follows; the get's finish already has the exception
+    {
+      std::lock_guard lock(g_dist->mutex);
+      g_dist->tickets.erase(where);
+    }
+    fs.complete();
+    return;
+  }
   std::span<std::byte> target;
   try {
     target = put_target(kind, where, n);
@@ -538,9 +548,25 @@ void deliver_get(int src, reader& r) {
   r & f.home & f.serial & from & n & ticket;
   finish_state& fs = count_receipt(f);
   // Answer with a put (counted as a new activity message of the same finish), then this "activity" is done. A
-  // rejected source range is this finish's exception.
+  // rejected source range is this finish's exception, and the answer withdraws the requester's ticket instead.
+  std::span<std::byte> source;
+  bool readable = true;
   try {
-    put_locked_in(fs, src, target_kind::ticket, ticket, checked_array_range(from, n));
+    source = checked_array_range(from, n);
+  } catch (...) {
+    fs.add_exception(std::current_exception());
+    readable = false;
+  }
+  try {
+    if (readable) {
+      put_locked_in(fs, src, target_kind::ticket, ticket, source);
+    } else {
+      const fid g = count_send(fs, src);
+      writer w(64);
+      w & msg::bulk_put & g.home & g.serial & std::uint32_t{0} & target_kind::ticket_withdrawn & ticket &
+          std::uint64_t{0};
+      send(src, std::move(w));
+    }
   } catch (...) {
     fs.add_exception(std::current_exception());
   }
@@ -1031,6 +1057,12 @@ void array_unregister(std::uintptr_t addr) {
 
 namespace apgas::detail {
 std::uint64_t messages_sent() noexcept { return g_messages_sent.load(std::memory_order_relaxed); }
+
+std::size_t copy_tickets_pending() noexcept {
+  if (g_dist == nullptr) return 0;
+  std::lock_guard lock(g_dist->mutex);
+  return g_dist->tickets.size();
+}
 
 void send_raw(int dst, std::vector<std::byte> bytes) {
   if (g_dist == nullptr) throw illegal_operation_exception("apgas::detail::send_raw outside apgas::run");

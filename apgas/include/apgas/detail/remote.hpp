@@ -37,6 +37,8 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w);
 
 /// Messages this place has sent (all kinds, bulk payloads not counted separately), since the process started.
 std::uint64_t messages_sent() noexcept;
+/// Tests only: copy tickets this place holds for gets whose answer has not arrived (0 once every get has ended).
+std::size_t copy_tickets_pending() noexcept;
 /// Tests only: hand raw bytes to the transport, as a malformed or hostile peer would.
 void send_raw(int dst, std::vector<std::byte> bytes);
 
