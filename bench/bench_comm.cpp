@@ -244,9 +244,12 @@ int main(int argc, char** argv) {
       repeats = std::atoi(argv[++i]);
     } else if (a == "--iters" && i + 1 < argc) {
       g_iters = std::atoi(argv[++i]);
-    } else if (a == "--only" && i + 1 < argc && (std::string(argv[i + 1]) == "at" || std::string(argv[i + 1]) == "copy" ||
-                                                   std::string(argv[i + 1]) == "allreduce")) {
+    } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
+      if (only != "at" && only != "copy" && only != "allreduce") {
+        std::fprintf(stderr, "apgas_bench_comm: --only %s: expected at, copy or allreduce\n", only.c_str());
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce]\n");
       return 2;

@@ -149,28 +149,26 @@ void bench_finish100(int threads, int iterations, int repeats) {
   asm volatile("" ::: "memory");  // keeps the call a call (no tail call)
 }
 
-double raw_boost_switch(int rounds, bool framed = false) {
+template <bool Framed>
+double raw_boost_switch(int rounds) {
   namespace ctx = boost::context;
-  int count = 0;
-  ctx::fiber f([&count, rounds, framed](ctx::fiber&& back) {
-    for (int i = 0; i < rounds; ++i) {
-      ++count;
-      if (framed) {
-        framed_resume(back);
-      } else {
-        back = std::move(back).resume();
-      }
-    }
-    return std::move(back);
-  });
-  const auto t0 = clock_type::now();
-  for (int i = 0; i < rounds; ++i) {
-    if (framed) {
+  auto step = [](ctx::fiber& f) {  // no run-time branch in either anchor's loop
+    if constexpr (Framed) {
       framed_resume(f);
     } else {
       f = std::move(f).resume();
     }
-  }
+  };
+  int count = 0;
+  ctx::fiber f([&count, rounds, step](ctx::fiber&& back) {
+    for (int i = 0; i < rounds; ++i) {
+      ++count;
+      step(back);
+    }
+    return std::move(back);
+  });
+  const auto t0 = clock_type::now();
+  for (int i = 0; i < rounds; ++i) step(f);
   const double elapsed = seconds_since(t0);
   f = std::move(f).resume();  // let it end
   if (count != rounds) std::fprintf(stderr, "boost ping-pong miscounted\n"), std::exit(1);
@@ -213,8 +211,8 @@ void bench_park_wake(int rounds, int repeats) {
       });
       ours.push_back(elapsed * 1e9 / (2.0 * rounds));
     });
-    anchor.push_back(raw_boost_switch(rounds));
-    framed.push_back(raw_boost_switch(rounds, /*framed=*/true));
+    anchor.push_back(raw_boost_switch<false>(rounds));
+    framed.push_back(raw_boost_switch<true>(rounds));
   }
   report("fiber_switch", ours, anchor, "ns/switch");
   report("fiber_switch_framed", ours, framed, "ns/switch");
@@ -254,7 +252,7 @@ void bench_completion_pingpong(int rounds, int repeats) {
       });
       ours.push_back(elapsed * 1e9 / (2.0 * rounds));
     });
-    anchor.push_back(raw_boost_switch(rounds));
+    anchor.push_back(raw_boost_switch<false>(rounds));
   }
   report("completion_pingpong", ours, anchor, "ns/switch");
 }

@@ -537,6 +537,7 @@ void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t wh
     w & msg::bulk_put & f.home & f.serial & tag & kind &
         static_cast<std::uint64_t>(kind == target_kind::array ? where + off : where) & static_cast<std::uint64_t>(n);
     send(dst, std::move(w));
+    if (kind == target_kind::ticket_withdrawn) break;  // the answer to a rejected get: no payload
     tp.send_bulk(dst, tag, data.subspan(off, n));
     if (kind == target_kind::ticket) break;  // a ticket is one piece (get_bytes splits before asking)
   }
@@ -550,23 +551,15 @@ void deliver_get(int src, reader& r) {
   // Answer with a put (counted as a new activity message of the same finish), then this "activity" is done. A
   // rejected source range is this finish's exception, and the answer withdraws the requester's ticket instead.
   std::span<std::byte> source;
-  bool readable = true;
+  target_kind answer = target_kind::ticket;
   try {
     source = checked_array_range(from, n);
   } catch (...) {
     fs.add_exception(std::current_exception());
-    readable = false;
+    answer = target_kind::ticket_withdrawn;
   }
   try {
-    if (readable) {
-      put_locked_in(fs, src, target_kind::ticket, ticket, source);
-    } else {
-      const fid g = count_send(fs, src);
-      writer w(64);
-      w & msg::bulk_put & g.home & g.serial & std::uint32_t{0} & target_kind::ticket_withdrawn & ticket &
-          std::uint64_t{0};
-      send(src, std::move(w));
-    }
+    put_locked_in(fs, src, answer, ticket, source);
   } catch (...) {
     fs.add_exception(std::current_exception());
   }
