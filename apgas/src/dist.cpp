@@ -37,6 +37,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <new>
 #include <string>
@@ -99,6 +100,9 @@ namespace {
 
 struct proxy final : finish_state {
   proxy(std::uint64_t h, std::uint64_t s) : finish_state(nullptr), home(h), serial(s) { make_proxy(); }
+  // One per arriving activity of a remote finish, in the common case: from the per-thread task cache, not the heap.
+  static void* operator new(std::size_t n) { return task::operator new(n); }
+  static void operator delete(void* p, std::size_t n) noexcept { task::operator delete(p, n); }
   std::uint64_t home;
   std::uint64_t serial;
   std::map<int, long> sends;
@@ -124,9 +128,12 @@ struct dist_state final : transport::handler {
   int hook = -1;
 
   spin_mutex mutex;  // guards every table below (short sections, taken on every message)
+  // The tables' nodes come from this pool (guarded by the same mutex): no heap allocation per message once warm.
+  std::pmr::unsynchronized_pool_resource pool;
   std::uint64_t next_serial = 1;
-  std::unordered_map<std::uint64_t, finish_state*> homes;  // serial -> finish homed here
-  std::map<std::pair<std::uint64_t, std::uint64_t>, proxy*> proxies;
+  std::pmr::unordered_map<std::uint64_t, finish_state*> homes{&pool};  // serial -> finish homed here
+  std::pmr::map<std::pair<std::uint64_t, std::uint64_t>, proxy*> proxies{&pool};
+  std::vector<dist_home*> spare_homes;  // home records of ended finishes, reused (all-zero balance, sized)
   std::uint64_t next_token = 1;
   std::unordered_map<std::uint64_t, pending_at*> ats;
   std::uint64_t team_seq = 0;
@@ -137,6 +144,13 @@ struct dist_state final : transport::handler {
   std::atomic<int> exit_code{-1};  // set by the shutdown message
 
   void on_message(int src, std::span<const std::byte> bytes) override;
+
+  dist_state() = default;
+  dist_state(const dist_state&) = delete;
+  dist_state& operator=(const dist_state&) = delete;
+  ~dist_state() {
+    for (dist_home* h : spare_homes) delete h;
+  }
 };
 
 dist_state* g_dist = nullptr;
@@ -260,6 +274,9 @@ void send(int dst, writer&& w) {
   g_dist->tp->send(dst, w.take());
 }
 
+// A writer for a message, on a recycled buffer (the transport hands sent buffers back: transport::recycle_buffer).
+writer message_writer(std::size_t reserve) { return writer(transport::take_buffer(reserve)); }
+
 struct fid {
   std::uint64_t home;
   std::uint64_t serial;
@@ -280,9 +297,14 @@ fid count_send(finish_state& fs, int dst) {
     std::lock_guard lock(d.mutex);
     h = fs.dist();
     if (h == nullptr) {
-      h = new dist_home;
+      if (d.spare_homes.empty()) {
+        h = new dist_home;
+        h->balance.assign(static_cast<std::size_t>(d.size), 0);
+      } else {
+        h = d.spare_homes.back();
+        d.spare_homes.pop_back();
+      }
       h->serial = d.next_serial++;
-      h->balance.assign(static_cast<std::size_t>(d.size), 0);
       d.homes.emplace(h->serial, &fs);
       fs.set_dist(h);
     }
@@ -331,8 +353,22 @@ finish_state& count_receipt(fid f) {
 
 // An activity that arrived in a message. Decodes its closure (and arguments) when it runs, so that a decoding
 // failure is this activity's exception.
+// The message is kept inside the task when it is small (most are: a header and a few captures), so that an arriving
+// activity costs one allocation from the task cache and none from the heap.
 struct remote_task final : task {
-  std::vector<std::byte> bytes;
+  static constexpr std::size_t inline_bytes = 128;  // sizeof(remote_task) stays within the task cache's classes
+
+  explicit remote_task(std::span<const std::byte> message) : size(message.size()) {
+    if (size > inline_bytes) heap.assign(message.begin(), message.end());
+    else if (size != 0) std::memcpy(inline_, message.data(), size);
+  }
+  std::span<const std::byte> bytes() const noexcept {
+    return {size > inline_bytes ? heap.data() : inline_, size};
+  }
+
+  alignas(16) std::byte inline_[inline_bytes];  // 16-byte aligned like every message buffer (zero-copy spans)
+  std::size_t size;
+  std::vector<std::byte> heap;  // larger messages
   std::size_t offset = 0;
   std::uint32_t id = 0;
   bool is_at = false;
@@ -340,13 +376,13 @@ struct remote_task final : task {
   std::uint64_t token = 0;
 
   void invoke() override {
-    reader r(bytes);
+    reader r(bytes());
     r.skip(offset, "header");
     if (!is_at) {
       reinterpret_cast<async_invoker>(ser::registry::lookup(id))(r);
       return;
     }
-    writer reply(128);
+    writer reply = message_writer(128);
     reply & msg::at_reply & token;
     const std::size_t status_at = reply.size();
     reply & std::uint8_t{1};
@@ -360,16 +396,16 @@ struct remote_task final : task {
     send(reply_to, std::move(reply));
   }
 };
+static_assert(sizeof(remote_task) <= 256, "remote_task must fit the task cache's largest class");
 
 void deliver_activity(int src, reader& r, std::span<const std::byte> bytes, bool is_at) {
   fid f{};
   r & f.home & f.serial;
-  auto t = std::make_unique<remote_task>();
+  auto t = std::make_unique<remote_task>(bytes);
   t->is_at = is_at;
   t->reply_to = src;
   r & t->token & t->id;
   t->offset = r.position();
-  t->bytes.assign(bytes.begin(), bytes.end());
   finish_state& fs = count_receipt(f);
   t->governing = &fs;
   t->innermost = &fs;
@@ -533,7 +569,7 @@ void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t wh
     const std::size_t n = std::min(piece, data.size() - off);
     const std::uint32_t tag = tp.next_bulk_tag(dst);
     const fid f = count_send(fs, dst);
-    writer w(128);
+    writer w = message_writer(128);
     w & msg::bulk_put & f.home & f.serial & tag & kind &
         static_cast<std::uint64_t>(kind == target_kind::array ? where + off : where) & static_cast<std::uint64_t>(n);
     send(dst, std::move(w));
@@ -618,7 +654,7 @@ void dist_state::on_message(int src, std::span<const std::byte> bytes) {
 // ---- entry points used by the templates (remote.hpp) ----
 
 writer begin_message() {
-  writer w(256);
+  writer w = message_writer(256);
   w.bytes().resize(message_header_bytes);  // filled in by send_async/send_at once the finish is known
   return w;
 }
@@ -626,11 +662,20 @@ writer begin_message() {
 namespace {
 // Every activity message has the same header layout (the token is 0 for async), so the payload's offset — and the
 // alignment of the spans in it — is fixed before the header is written.
+// Written in place, field by field as `writer` encodes them (their bytes, no padding): no second buffer.
 void write_header(writer& w, msg kind, fid f, std::uint64_t token, std::uint32_t id) {
-  writer h;
-  h & kind & f.home & f.serial & token & id;
-  std::memcpy(w.bytes().data(), h.bytes().data(), message_header_bytes);
+  std::byte* p = w.bytes().data();
+  const auto put = [&p](const auto& v) {
+    std::memcpy(p, &v, sizeof v);
+    p += sizeof v;
+  };
+  put(kind);
+  put(f.home);
+  put(f.serial);
+  put(token);
+  put(id);
 }
+static_assert(message_header_bytes == sizeof(msg) + 3 * sizeof(std::uint64_t) + sizeof(std::uint32_t));
 }  // namespace
 
 void send_async(place p, std::uint32_t id, writer&& w) {
@@ -679,7 +724,7 @@ void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into) {
       d.tickets.emplace(ticket, into.subspan(off, n));
     }
     const fid f = count_send(*cur.innermost, p.id());
-    writer w(128);
+    writer w = message_writer(128);
     w & msg::bulk_get & f.home & f.serial & static_cast<std::uint64_t>(from + off) & static_cast<std::uint64_t>(n) &
         ticket;
     send(p.id(), std::move(w));
@@ -690,11 +735,18 @@ void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into) {
 
 void home_done(finish_state& fs) noexcept {
   dist_home* h = fs.dist();
-  {
-    std::lock_guard lock(g_dist->mutex);
-    g_dist->homes.erase(h->serial);
-  }
   fs.set_dist(nullptr);
+  // The finish ended: every balance entry is 0 and nobody is inside h's lock (dist_home's comment), so the record
+  // can serve the next finish as it is.
+  std::lock_guard lock(g_dist->mutex);
+  g_dist->homes.erase(h->serial);
+  if (h->unbalanced == 0 && g_dist->spare_homes.size() < 64) {
+    try {
+      g_dist->spare_homes.push_back(h);
+      return;
+    } catch (...) {
+    }
+  }
   delete h;
 }
 
@@ -708,7 +760,7 @@ void proxy_complete(finish_state& fs) noexcept {
   }
   // Quiescent: one report with everything since the proxy was created, then the proxy is gone.
   try {
-    writer w(128);
+    writer w = message_writer(128);
     w & msg::report & p.serial;
     w.write_length(p.sends.size());
     for (auto [dst, count] : p.sends) w & static_cast<std::int32_t>(dst) & static_cast<std::int64_t>(count);
@@ -739,7 +791,7 @@ std::vector<std::vector<std::byte>> team_allgather(std::vector<std::byte> mine) 
   }
   for (int p = 0; p < d.size; ++p) {
     if (p == d.rank) continue;
-    writer w(mine.size() + 32);  // the whole message at once: no regrowth copies of a large contribution
+    writer w = message_writer(mine.size() + 32);  // the whole message at once: no regrowth copies of a large contribution
     w & msg::team_contrib & seq;
     w.write_bytes(mine.data(), mine.size());
     send(p, std::move(w));
@@ -862,7 +914,7 @@ bool dist_multi_host() noexcept { return g_dist != nullptr && g_dist->size > 1; 
 
 void dist_shutdown_others(int code) {
   for (int p = 1; p < g_dist->size; ++p) {
-    writer w(128);
+    writer w = message_writer(128);
     w & msg::shutdown & static_cast<std::int32_t>(code);
     send(p, std::move(w));
   }

@@ -22,6 +22,7 @@ class local_transport final : public transport {
     if (dst != 0) throw transport_error("apgas transport local: send to rank " + std::to_string(dst) + " of 1");
     aligned_buffer b(bytes.size());
     if (!bytes.empty()) std::memcpy(b.data(), bytes.data(), bytes.size());
+    recycle_buffer(std::move(bytes));
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(b));
   }

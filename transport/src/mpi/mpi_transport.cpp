@@ -4,8 +4,9 @@
 // MPI at a time; workers never block on it: send() starts the message itself (MPI_Isend) when the lock is free and
 // otherwise queues it for the next poll, and poll() returns at once when another thread is polling. Progress is
 // driven by idle workers through the runtime's progress hook (poll()): it starts queued sends, completes finished
-// ones (MPI_Test), receives small messages (<= 16 KiB) into pre-posted buffers (MPI_Testsome) and larger ones with
-// MPI_Improbe + MPI_Mrecv into 16-byte aligned buffers of the probed size. All active messages use two tags on a
+// ones (MPI_Test), receives small messages (<= 16 KiB) into a ring of pre-posted buffers (MPI_Test on the ring's
+// head), delivered from there without a copy, and larger ones with MPI_Improbe + MPI_Mrecv into 16-byte aligned
+// buffers of the probed size. One thread polls at a time (polling_). All active messages use two tags on a
 // duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
 #include "../transports.hpp"
 
@@ -14,6 +15,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -72,6 +74,7 @@ class mpi_transport final : public transport {
     small_reqs_.assign(posted, MPI_REQUEST_NULL);
     for (int i = 0; i < posted; ++i) {
       small_bufs_[static_cast<std::size_t>(i)] = aligned_buffer(small_bytes);
+      ring_[static_cast<std::size_t>(i)] = i;
       post_small(i);
     }
   }
@@ -81,6 +84,7 @@ class mpi_transport final : public transport {
     MPI_Finalized(&finalized);
     if (finalized) return;  // the application initialised and finalised MPI itself
     for (MPI_Request& r : small_reqs_) {
+      if (r == MPI_REQUEST_NULL) continue;  // taken by the last poll, not posted again
       MPI_Cancel(&r);
       MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
@@ -116,32 +120,38 @@ class mpi_transport final : public transport {
   }
 
   bool poll(handler& h) override {
+    // One poller at a time for the whole poll, delivery included: the receive ring and the scratch vectors below
+    // belong to it. mpi_ is held only around the MPI calls, so the handler's sends start at once.
+    if (polling_.test_and_set(std::memory_order_acquire)) return false;
+    struct unflag {
+      std::atomic_flag& f;
+      ~unflag() { f.clear(std::memory_order_release); }
+    } release_poller{polling_};
     if (!mpi_.try_lock()) return false;
-    std::vector<std::pair<int, aligned_buffer>> arrived;
-    std::vector<bulk_recv> landed;
+    std::size_t took = 0;  // small messages taken this poll: ring_[head_ .. head_ + took)
     bool progress = false;
     {
       std::lock_guard lock(mpi_, std::adopt_lock);
+      repost_locked();  // the buffers the last poll delivered from
       progress |= flush_locked();
       progress |= complete_sends_locked();
-      if (!bulk_in_.empty()) complete_bulk_locked(landed);
-      // Small messages: whatever completed among the pre-posted receives (one pass of MPI's progress engine).
-      int count = 0;
-      // (Open MPI's Testsome runs the progress engine only when no request is complete and then returns without
-      // scanning again, so a message it lands is taken on the next poll. A second Testsome at once took it sooner,
-      // at_rtt 1.75 -> 1.69 us, but doubled the cost of every idle poll: the oversubscribed -np 3 tests ran 1.5x
-      // longer. Not done.)
-      check(MPI_Testsome(posted, small_reqs_.data(), &count, done_idx_, done_st_), "MPI_Testsome");
-      for (int k = 0; k < count && count != MPI_UNDEFINED; ++k) {
-        const int i = done_idx_[k];
+      if (!bulk_in_.empty()) complete_bulk_locked(landed_);
+      // Small messages. Every pre-posted receive has the same source (any), tag and communicator, so messages match
+      // them in the order they were posted: the ring's head is the next one to complete. MPI_Test runs a pass of
+      // the progress engine when the head is not complete and then looks again, so a message that pass lands is
+      // taken now (MPI_Testsome does not look again: the message would wait for the next poll).
+      while (took < posted) {
+        MPI_Status st;
+        int done = 0;
+        const int i = ring_[(head_ + took) % posted];
+        check(MPI_Test(&small_reqs_[static_cast<std::size_t>(i)], &done, &st), "MPI_Test");
+        if (!done) break;
         int n = 0;
-        check(MPI_Get_count(&done_st_[k], MPI_BYTE, &n), "MPI_Get_count");
-        aligned_buffer buf(static_cast<std::size_t>(n));
-        if (n != 0) std::memcpy(buf.data(), small_bufs_[static_cast<std::size_t>(i)].data(), static_cast<std::size_t>(n));
-        arrived.emplace_back(done_st_[k].MPI_SOURCE, std::move(buf));
-        post_small(i);
+        check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
+        small_got_[took] = {st.MPI_SOURCE, n};
+        ++took;
       }
-      // Large messages, at their size. A probe costs a pass of MPI's progress engine, as much as the Testsome above,
+      // Large messages, at their size. A probe costs a pass of MPI's progress engine, as much as the test above,
       // and large messages are rare: probe on every 16th poll, and on every poll while they keep coming (a large
       // message waits at most 15 polls more, a few microseconds, under its own transfer time).
       const bool probe = large_seen_ || (++polls_ & 15u) == 0;
@@ -156,13 +166,23 @@ class mpi_transport final : public transport {
         check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
         aligned_buffer buf(static_cast<std::size_t>(n));
         check(MPI_Mrecv(buf.data(), n, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
-        arrived.emplace_back(st.MPI_SOURCE, std::move(buf));
+        large_.emplace_back(st.MPI_SOURCE, std::move(buf));
         large_seen_ = true;
       }
     }
-    for (auto& [src, buf] : arrived) h.on_message(src, buf.span());
-    for (auto& b : landed) b.done(b.ctx);
-    return progress || !arrived.empty() || !landed.empty();
+    // Delivered straight from the receive buffers (no copy); they are posted again by the next poll.
+    for (std::size_t k = 0; k < took; ++k) {
+      const int i = ring_[(head_ + k) % posted];
+      h.on_message(small_got_[k].src,
+                   small_bufs_[static_cast<std::size_t>(i)].span().first(static_cast<std::size_t>(small_got_[k].n)));
+    }
+    to_repost_ = took;
+    for (auto& [src, buf] : large_) h.on_message(src, buf.span());
+    for (auto& b : landed_) b.done(b.ctx);
+    const bool any = took != 0 || !large_.empty() || !landed_.empty();
+    large_.clear();
+    landed_.clear();
+    return progress || any;
   }
 
   std::uint32_t next_bulk_tag(int) noexcept override {
@@ -283,7 +303,10 @@ class mpi_transport final : public transport {
     // Push it out now: a small message may sit in MPI's queue until the progress engine runs again.
     int done = 0;
     check(MPI_Test(&f.req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) in_flight_.pop_back();
+    if (done) {
+      recycle_buffer(std::move(f.bytes));
+      in_flight_.pop_back();
+    }
   }
 
   // Completed bulk receives, whose done callbacks the caller runs after releasing the lock.
@@ -306,6 +329,7 @@ class mpi_transport final : public transport {
       int done = 0;
       check(MPI_Test(&it->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (done) {
+        recycle_buffer(std::move(it->bytes));
         it = in_flight_.erase(it);
         any = true;
       } else {
@@ -340,10 +364,29 @@ class mpi_transport final : public transport {
   std::atomic<std::uint32_t> next_tag_{0};
   std::vector<aligned_buffer> small_bufs_;  // pre-posted receive buffers (guarded by mpi_)
   std::vector<MPI_Request> small_reqs_;
-  int done_idx_[posted] = {};
+  // The receive ring: ring_[head_], ring_[head_ + 1], ... are the small receives in the order they were posted
+  // (the order in which messages match them); the first to_repost_ of them were delivered from by the last poll and
+  // are not posted yet. Owned by the poller (polling_); MPI calls on them under mpi_ too.
+  std::atomic_flag polling_ = ATOMIC_FLAG_INIT;
+  std::array<int, posted> ring_{};
+  std::size_t head_ = 0;
+  std::size_t to_repost_ = 0;
+  struct got {
+    int src;
+    int n;
+  };
+  std::array<got, posted> small_got_{};
+  std::vector<std::pair<int, aligned_buffer>> large_;  // the poller's scratch
+  std::vector<bulk_recv> landed_;
   unsigned polls_ = 0;       // under mpi_
   bool large_seen_ = false;  // under mpi_: the last probe found a large message
-  MPI_Status done_st_[posted] = {};
+
+  void repost_locked() {
+    for (; to_repost_ != 0; --to_repost_) {
+      post_small(ring_[head_]);
+      head_ = (head_ + 1) % posted;
+    }
+  }
 
   void post_small(int i) {
     check(MPI_Irecv(small_bufs_[static_cast<std::size_t>(i)].data(), static_cast<int>(small_bytes), MPI_BYTE,

@@ -166,6 +166,7 @@ class ofi_transport final : public transport {
     check_dst(dst);
     const std::uint64_t id = next_msg_.fetch_add(1, std::memory_order_relaxed);
     queue_fragments(dst, 0, id, bytes);
+    recycle_buffer(std::move(bytes));  // copied into the fragments
   }
 
   std::uint32_t next_bulk_tag(int) noexcept override { return next_tag_.fetch_add(1, std::memory_order_relaxed); }

@@ -91,6 +91,8 @@ class writer {
  public:
   writer() = default;
   explicit writer(std::size_t reserve) { buf_.reserve(reserve); }
+  /// Encode into `storage` (cleared; its capacity is kept): a recycled buffer.
+  explicit writer(std::vector<std::byte>&& storage) noexcept : buf_(std::move(storage)) { buf_.clear(); }
 
   void write_bytes(const void* p, std::size_t n) {
     if (n == 0) return;

@@ -5,7 +5,8 @@
 ///
 /// Contract (every backend):
 ///  - rank()/size(): this host place and the number of host places; fixed for the life of the process.
-///  - send(dst, bytes): an active message, asynchronous, from any thread. Ownership of the bytes is taken. Delivery
+///  - send(dst, bytes): an active message, asynchronous, from any thread. Ownership of the bytes is taken (and
+///    the vector given to recycle_buffer() when the backend is done with it, see below). Delivery
 ///    is reliable and exactly once, but the runtime does NOT assume any order between two messages (the test shim
 ///    reorders on purpose). dst == rank() is allowed (delivered like any other message).
 ///  - poll(handler): makes progress (completes sends, receives) and delivers arrived messages to `handler`, on the
@@ -60,6 +61,13 @@ class transport {
   virtual void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) = 0;
   virtual void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) = 0;
 };
+
+/// Message buffers are recycled per thread, so that a message costs no heap allocation in the steady state: the
+/// runtime builds a message in a vector from take_buffer(), and a backend done with a sent message's vector (it
+/// went out at once, or was copied) hands it to recycle_buffer() on whatever thread it is. A few vectors of
+/// moderate capacity are kept per thread; others are freed.
+std::vector<std::byte> take_buffer(std::size_t capacity);
+void recycle_buffer(std::vector<std::byte>&& bytes) noexcept;
 
 /// The backend chosen by APGAS_TRANSPORT (local, mpi, ofi) or auto-detected: mpi (else ofi) when the process was
 /// started by an MPI launcher and the backend is built in, otherwise local. An invalid or unavailable choice throws
