@@ -135,11 +135,11 @@ struct dist_state final : transport::handler {
   std::pmr::map<std::pair<std::uint64_t, std::uint64_t>, proxy*> proxies{&pool};
   std::vector<dist_home*> spare_homes;  // home records of ended finishes, reused (all-zero balance, sized)
   std::uint64_t next_token = 1;
-  std::unordered_map<std::uint64_t, pending_at*> ats;
+  std::pmr::unordered_map<std::uint64_t, pending_at*> ats{&pool};
   std::uint64_t team_seq = 0;
-  std::map<std::uint64_t, team_slot> team;
+  std::pmr::map<std::uint64_t, team_slot> team{&pool};
   std::uint64_t next_ticket = 1;
-  std::unordered_map<std::uint64_t, std::span<std::byte>> tickets;  // where answers to our bulk_gets go
+  std::pmr::unordered_map<std::uint64_t, std::span<std::byte>> tickets{&pool};  // where answers to our bulk_gets go
 
   std::atomic<int> exit_code{-1};  // set by the shutdown message
 
@@ -781,7 +781,7 @@ void proxy_complete(finish_state& fs) noexcept {
 
 // Every place sends its contribution to every other place and waits for theirs: one message latency per
 // operation, O(P^2) messages (fine for the host counts of this version; a tree is the next step for large P).
-std::vector<std::vector<std::byte>> team_allgather(std::vector<std::byte> mine) {
+std::vector<std::vector<std::byte>> team_allgather(std::span<const std::byte> mine) {
   require_unrestricted_activity("apgas::team");
   dist_state& d = *g_dist;
   std::uint64_t seq = 0;
@@ -812,8 +812,7 @@ std::vector<std::vector<std::byte>> team_allgather(std::vector<std::byte> mine) 
   auto it = d.team.find(seq);
   std::vector<std::vector<std::byte>> parts = std::move(it->second.parts);
   d.team.erase(it);
-  parts[static_cast<std::size_t>(d.rank)] = std::move(mine);
-  return parts;
+  return parts;  // this place's own entry stays empty: the caller has its bytes
 }
 
 int team_rank() noexcept { return g_dist != nullptr ? g_dist->rank : 0; }

@@ -384,33 +384,47 @@ class team {
 };
 
 namespace detail {
-/// Every place's bytes, by rank, at every place (dist.cpp).
-std::vector<std::vector<std::byte>> team_allgather(std::vector<std::byte> mine);
+/// Every other place's bytes, by rank, at every place (dist.cpp); this place's own entry is left empty (the caller
+/// has its bytes).
+std::vector<std::vector<std::byte>> team_allgather(std::span<const std::byte> mine);
 }  // namespace detail
 
 template <class T, class Op>
 void team::allreduce(std::span<T> inout, Op op) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::allreduce: T must be trivially copyable");
-  std::vector<std::byte> mine(inout.size_bytes());
-  if (!inout.empty()) std::memcpy(mine.data(), inout.data(), inout.size_bytes());
-  const std::vector<std::vector<std::byte>> parts = detail::team_allgather(std::move(mine));
+  std::vector<std::vector<std::byte>> parts = detail::team_allgather(std::as_bytes(inout));
+  const std::size_t me = static_cast<std::size_t>(here().id());
   for (std::size_t p = 0; p < parts.size(); ++p) {
-    if (parts[p].size() != inout.size_bytes()) {
+    if (p != me && parts[p].size() != inout.size_bytes()) {
       throw illegal_operation_exception("apgas::team::allreduce: place " + std::to_string(p) + " gave " +
                                         std::to_string(parts[p].size() / sizeof(T)) + " elements, this place " +
                                         std::to_string(inout.size()));
     }
   }
+  if (parts.size() < 2) return;
   // Every place combines the same parts in the same (rank) order: bit-identical results everywhere.
-  for (std::size_t i = 0; i < inout.size(); ++i) {
-    T acc;
-    std::memcpy(&acc, parts[0].data() + i * sizeof(T), sizeof(T));
+  if constexpr (alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
+    // The received parts are vectors of whole Ts, aligned for T: combine in place, the result building up in
+    // parts[0] (in inout on place 0), in a loop the compiler can vectorise.
+    const auto elems = [&](std::size_t p) { return p == me ? inout.data() : reinterpret_cast<T*>(parts[p].data()); };
+    T* acc = elems(0);
     for (std::size_t p = 1; p < parts.size(); ++p) {
+      const T* in = elems(p);
+      for (std::size_t i = 0; i < inout.size(); ++i) acc[i] = op(acc[i], in[i]);
+    }
+    if (me != 0 && !inout.empty()) std::memcpy(inout.data(), acc, inout.size_bytes());
+  } else {
+    const auto at = [&](std::size_t p, std::size_t i) {
+      if (p == me) return inout[i];
       T v;
       std::memcpy(&v, parts[p].data() + i * sizeof(T), sizeof(T));
-      acc = op(acc, v);
+      return v;
+    };
+    for (std::size_t i = 0; i < inout.size(); ++i) {
+      T acc = at(0, i);
+      for (std::size_t p = 1; p < parts.size(); ++p) acc = op(acc, at(p, i));
+      inout[i] = acc;
     }
-    inout[i] = acc;
   }
 }
 
@@ -422,9 +436,9 @@ void team::broadcast(std::span<T> data, place root) {
                               "host place); place " + std::to_string(root.id()) + " is a GPU place");
   }
   const bool me = here() == root;
-  std::vector<std::byte> mine(me ? data.size_bytes() : 0);
-  if (me && !data.empty()) std::memcpy(mine.data(), data.data(), data.size_bytes());
-  const std::vector<std::vector<std::byte>> parts = detail::team_allgather(std::move(mine));
+  const std::vector<std::vector<std::byte>> parts =
+      detail::team_allgather(me ? std::as_bytes(data) : std::span<const std::byte>{});
+  if (me) return;
   const std::vector<std::byte>& from = parts[static_cast<std::size_t>(root.id())];
   if (from.size() != data.size_bytes()) {
     throw illegal_operation_exception("apgas::team::broadcast: the root sent " + std::to_string(from.size()) +
