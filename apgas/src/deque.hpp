@@ -37,7 +37,15 @@ class work_deque {
     bottom_.store(b + 1, std::memory_order_release);
   }
 
+  /// True when the deque holds an item, as last seen (any thread; a hint, no ordering).
+  bool nonempty_hint() const noexcept {
+    return bottom_.load(std::memory_order_relaxed) > top_.load(std::memory_order_relaxed);
+  }
+
   item pop() {
+    // Empty at a glance: only the owner (us) adds items and top_ only grows, so it stays empty; no fence needed
+    // (an idle worker asks on every round).
+    if (bottom_.load(std::memory_order_relaxed) <= top_.load(std::memory_order_relaxed)) return 0;
     const std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
     buffer* a = buf_.load(std::memory_order_relaxed);
 #if defined(APGAS_DETAIL_TSAN)  // TSan ignores fences: a seq_cst exchange orders the same way (and on x86 too)

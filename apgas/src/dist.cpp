@@ -765,7 +765,7 @@ void proxy_complete(finish_state& fs) noexcept {
     w.write_length(p.sends.size());
     for (auto [dst, count] : p.sends) w & static_cast<std::int32_t>(dst) & static_cast<std::int64_t>(count);
     w & static_cast<std::int64_t>(p.receipts);
-    std::vector<std::exception_ptr> es = p.take_exceptions();
+    std::vector<std::exception_ptr> es = p.take_exceptions_quiescent();
     w.write_length(es.size());
     for (const auto& e : es) encode_exception(w, e);
     send(static_cast<int>(p.home), std::move(w));

@@ -41,8 +41,9 @@ void finish_state::complete() noexcept {
   if (count_.fetch_sub(1, std::memory_order_acq_rel) == 1) wake(waiter_);
 }
 
-std::vector<std::exception_ptr> finish_state::take_exceptions() {
-  std::lock_guard lock(mutex_);
+std::vector<std::exception_ptr> finish_state::take_exceptions_quiescent() noexcept {
+  // No lock: every activity has ended (count 0), and each recorded its exception before its count decrement, whose
+  // acquire-release chain the caller's decrement to 0 read.
   return std::exchange(exceptions_, {});
 }
 
@@ -69,7 +70,12 @@ void finish_state::wait() {
   }
   // With remote activities outstanding the home record holds a token (dist.cpp), so count_ == 1 means done either
   // way.
+  // Only other hosts' reports outstanding (the home record's token): wait by polling while the worker is free.
+  if (count_.load(std::memory_order_acquire) != 1 && dist() != nullptr) {
+    poll_until([](const void* fs) { return static_cast<const finish_state*>(fs)->count() == 1; }, this);
+  }
   if (count_.load(std::memory_order_acquire) != 1) park(&publish_waiter, this);
+
   if (dist() != nullptr) home_done(*this);
 }
 

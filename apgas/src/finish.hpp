@@ -50,8 +50,8 @@ class finish_state {
   }
   long add_count(long delta) noexcept { return count_.fetch_add(delta, std::memory_order_acq_rel) + delta; }
   long count() const noexcept { return count_.load(std::memory_order_acquire); }
-  /// Move the recorded exceptions out (a proxy's report).
-  std::vector<std::exception_ptr> take_exceptions();
+  /// Move the recorded exceptions out (a proxy's report), once the count has reached 0: nobody can add one then.
+  std::vector<std::exception_ptr> take_exceptions_quiescent() noexcept;
   void add_exception(std::exception_ptr e) noexcept;
   /// Called by the activity that owns the finish, after its body.
   void wait();

@@ -260,6 +260,32 @@ work_deque::item scheduler::steal_round(worker* w) {
   return 0;
 }
 
+bool scheduler::has_work_for(const worker* w) const noexcept {
+  if (w->deque.nonempty_hint() || injected_count_.load(std::memory_order_relaxed) != 0) return true;
+  for (const auto& v : workers_) {
+    if (v.get() != w && v->deque.nonempty_hint()) return true;
+  }
+  return false;
+}
+
+bool poll_until(bool (*done)(const void* ctx), const void* ctx) noexcept {
+  // About as long as the idle loop spins before it naps: beyond that the wait is long anyway and parking is cheap.
+  constexpr int fruitless_polls = 4096;
+  worker* w = this_worker();
+  scheduler* s = the_scheduler();
+  if (w == nullptr || s == nullptr || !have_progress_hooks()) return done(ctx);
+  for (int idle = 0; idle < fruitless_polls;) {
+    if (done(ctx)) return true;
+    if (s->has_work_for(w) || s->stopping()) return false;
+    if (poll_progress()) {
+      idle = 0;
+    } else {
+      ++idle;
+    }
+  }
+  return done(ctx);
+}
+
 work_deque::item scheduler::find_work(worker* w) {
   for (int round = 0;; ++round) {
     if (const work_deque::item it = w->pop()) return it;
@@ -270,11 +296,13 @@ work_deque::item scheduler::find_work(worker* w) {
       continue;
     }
     if (stopping_.load(std::memory_order_acquire)) return 0;
-    // With a polled backend, poll between single pauses (a message is answered within a poll's time, not after
-    // a long back-off); spin for about as long in both cases before napping.
+    // With a polled backend, poll back to back (the poll is the back-off: a message is taken within a poll's time);
+    // spin for about as long in both cases before napping.
     const bool polled = have_progress_hooks();
     if (round < (polled ? 32 * idle_spin_rounds : idle_spin_rounds)) {
-      for (int i = 0, n = polled ? 1 : 32; i < n; ++i) APGAS_DETAIL_CPU_RELAX();
+      if (!polled) {
+        for (int i = 0; i < 32; ++i) APGAS_DETAIL_CPU_RELAX();
+      }
       continue;
     }
     if (const work_deque::item it = idle_wait(w)) return it;

@@ -88,6 +88,10 @@ class scheduler {
   /// Wake one sleeping worker, if any sleeps (after an item became visible).
   void notify() noexcept;
 
+  /// Something for `w` to run: an item on its own deque, an injected one, or (hint) one it could steal.
+  bool has_work_for(const worker* w) const noexcept;
+  bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+
   // used by the worker loop
   work_deque::item find_work(worker* w);
   void stop();
@@ -137,6 +141,13 @@ void push_task(task* t);
 /// Progress hooks (the completion seam), polled by idle workers.
 bool poll_progress() noexcept;
 bool have_progress_hooks() noexcept;
+
+/// Before an activity parks for something only a progress hook can bring (a message from another host, a GPU
+/// event): while its worker has nothing else to run, poll from here rather than switch to an idle loop fiber that
+/// would poll the same way and switch back when it arrives. Returns done(ctx): true when it came; false when the
+/// worker has other work, the scheduler stops, no hook is registered, or a bounded number of fruitless polls
+/// passed (then the caller parks as usual and the idle loop takes over).
+bool poll_until(bool (*done)(const void* ctx), const void* ctx) noexcept;
 
 /// Item tagging: tasks are even addresses, parked fibers have the low bit set.
 inline work_deque::item as_item(task* t) noexcept { return reinterpret_cast<work_deque::item>(t); }

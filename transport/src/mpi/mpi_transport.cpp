@@ -4,9 +4,9 @@
 // MPI at a time; workers never block on it: send() starts the message itself (MPI_Isend) when the lock is free and
 // otherwise queues it for the next poll, and poll() returns at once when another thread is polling. Progress is
 // driven by idle workers through the runtime's progress hook (poll()): it starts queued sends, completes finished
-// ones (MPI_Test), receives small messages (<= 16 KiB) into a ring of pre-posted buffers (MPI_Test on the ring's
-// head), delivered from there without a copy, and larger ones with MPI_Improbe + MPI_Mrecv into 16-byte aligned
-// buffers of the probed size. One thread polls at a time (polling_). All active messages use two tags on a
+// ones, receives small messages (<= 16 KiB; those over 4032 bytes sent in pieces under the eager limit) into a ring
+// of pre-posted buffers (MPI_Test on the ring's head), delivered from there without a copy, and larger ones with
+// MPI_Improbe + MPI_Mrecv into 16-byte aligned buffers of the probed size. One thread polls at a time (polling_). All active messages use two tags on a
 // duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
 #include "../transports.hpp"
 
@@ -15,9 +15,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -33,6 +35,15 @@ constexpr int am_tag = 7001;        // messages of at most small_bytes: received
 constexpr int am_large_tag = 7002;  // larger ones: probed (MPI_Improbe) and received at their size
 constexpr std::size_t small_bytes = 16 * 1024;
 constexpr int posted = 16;
+// Medium messages (frag_bytes .. small_bytes) go as consecutive pieces of frag_bytes and a last piece of the rest
+// (0 to frag_bytes - 1 bytes), each under Open MPI's shared-memory eager limit (4096 bytes with its headers; 4040
+// of payload in Open MPI 4.1), where a larger message would take the rendezvous protocol with a single-copy system
+// call (process_vm_readv) per message: several microseconds on a VM. No header: a small message of exactly
+// frag_bytes is a piece with more to come (a whole message never has that size on the wire: it would be cut into
+// one piece and an empty last one). The pieces of one message leave back to back under mpi_, and MPI keeps the
+// order of messages from one source with one tag, so each source has at most one message in reassembly.
+constexpr std::size_t frag_bytes = 4032;
+constexpr int max_pieces = static_cast<int>(small_bytes / frag_bytes) + 1;
 // Bulk transfers use tags bulk_tag_base + (tag % bulk_tags): within the 32767 every MPI guarantees.
 constexpr int bulk_tag_base = 8000;
 constexpr std::uint32_t bulk_tags = 24000;
@@ -70,6 +81,7 @@ class mpi_transport final : public transport {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    partial_.resize(static_cast<std::size_t>(size_));
     small_bufs_.resize(posted);
     small_reqs_.assign(posted, MPI_REQUEST_NULL);
     for (int i = 0; i < posted; ++i) {
@@ -128,33 +140,46 @@ class mpi_transport final : public transport {
       ~unflag() { f.clear(std::memory_order_release); }
     } release_poller{polling_};
     if (!mpi_.try_lock()) return false;
-    std::size_t took = 0;  // small messages taken this poll: ring_[head_ .. head_ + took)
+    bool took = false;  // a small message was taken this poll: from ring_[head_], its size and source in got_
     bool progress = false;
     {
       std::lock_guard lock(mpi_, std::adopt_lock);
-      repost_locked();  // the buffers the last poll delivered from
+      repost_locked();  // the buffer the last poll delivered from
       progress |= flush_locked();
       progress |= complete_sends_locked();
       if (!bulk_in_.empty()) complete_bulk_locked(landed_);
       // Small messages. Every pre-posted receive has the same source (any), tag and communicator, so messages match
       // them in the order they were posted: the ring's head is the next one to complete. MPI_Test runs a pass of
       // the progress engine when the head is not complete and then looks again, so a message that pass lands is
-      // taken now (MPI_Testsome does not look again: the message would wait for the next poll).
-      while (took < posted) {
+      // taken now (MPI_Testsome does not look again: the message would wait for the next poll). One message per
+      // poll: testing the next one would cost another pass before this one is delivered (but the pieces of a
+      // medium message are taken as they come).
+      for (;;) {
         MPI_Status st;
         int done = 0;
-        const int i = ring_[(head_ + took) % posted];
-        check(MPI_Test(&small_reqs_[static_cast<std::size_t>(i)], &done, &st), "MPI_Test");
+        check(MPI_Test(&small_reqs_[static_cast<std::size_t>(ring_[head_])], &done, &st), "MPI_Test");
         if (!done) break;
         int n = 0;
         check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
-        small_got_[took] = {st.MPI_SOURCE, n};
-        ++took;
+        if (static_cast<std::size_t>(n) != frag_bytes) {
+          got_ = {st.MPI_SOURCE, n};
+          took = true;
+          break;
+        }
+        // A piece of a medium message, more to come (and coming now): keep it, post its buffer again, look again.
+        append_piece(st.MPI_SOURCE, small_bufs_[static_cast<std::size_t>(ring_[head_])].span().first(frag_bytes));
+        post_small(ring_[head_]);
+        head_ = (head_ + 1) % posted;
+        progress = true;
       }
       // Large messages, at their size. A probe costs a pass of MPI's progress engine, as much as the test above,
       // and large messages are rare: probe on every 16th poll, and on every poll while they keep coming (a large
       // message waits at most 15 polls more, a few microseconds, under its own transfer time).
-      const bool probe = large_seen_ || (++polls_ & 15u) == 0;
+      // A poll that took a small message leaves its probe to the next one (once): the message is delivered sooner.
+      probe_due_ = probe_due_ || large_seen_ || (++polls_ & 15u) == 0;
+      const bool probe = probe_due_ && (!took || probe_put_off_);
+      probe_put_off_ = probe_due_ && !probe;
+      if (probe) probe_due_ = false;
       large_seen_ = false;
       for (int k = 0; probe && k < 16; ++k) {
         int flag = 0;
@@ -170,16 +195,23 @@ class mpi_transport final : public transport {
         large_seen_ = true;
       }
     }
-    // Delivered straight from the receive buffers (no copy); they are posted again by the next poll.
-    for (std::size_t k = 0; k < took; ++k) {
-      const int i = ring_[(head_ + k) % posted];
-      h.on_message(small_got_[k].src,
-                   small_bufs_[static_cast<std::size_t>(i)].span().first(static_cast<std::size_t>(small_got_[k].n)));
+    // A whole message is delivered straight from the receive buffer (no copy), the last piece of a medium one
+    // from its reassembly buffer; the receive buffer is posted again by the next poll.
+    if (took) {
+      reposting_ = true;
+      const std::span<const std::byte> m =
+          small_bufs_[static_cast<std::size_t>(ring_[head_])].span().first(static_cast<std::size_t>(got_.n));
+      partial& p = partial_[static_cast<std::size_t>(got_.src)];
+      if (p.filled == 0) {
+        h.on_message(got_.src, m);
+      } else if (append_piece(got_.src, m)) {
+        const std::size_t total = std::exchange(p.filled, 0);
+        h.on_message(got_.src, p.buf.span().first(total));
+      }
     }
-    to_repost_ = took;
     for (auto& [src, buf] : large_) h.on_message(src, buf.span());
     for (auto& b : landed_) b.done(b.ctx);
-    const bool any = took != 0 || !large_.empty() || !landed_.empty();
+    const bool any = took || !large_.empty() || !landed_.empty();
     large_.clear();
     landed_.clear();
     return progress || any;
@@ -238,9 +270,10 @@ class mpi_transport final : public transport {
     int dst;
     std::vector<std::byte> bytes;
   };
-  struct in_flight {
-    MPI_Request req;
-    std::vector<std::byte> bytes;
+  struct in_flight {  // a message (all its pieces) or a bulk payload, until every request completed
+    std::array<MPI_Request, max_pieces> reqs;
+    int nreq;
+    std::vector<std::byte> bytes;  // empty for a bulk payload (the caller's memory)
   };
   struct bulk_send {
     int dst;
@@ -282,10 +315,8 @@ class mpi_transport final : public transport {
             "MPI_Irecv");
     }
     for (auto& o : sends) {
-      in_flight_.push_back({MPI_REQUEST_NULL, {}});
-      in_flight& f = in_flight_.back();
-      check(MPI_Isend(o.payload.data(), static_cast<int>(o.payload.size()), MPI_BYTE, o.dst, o.tag, comm_, &f.req),
-            "MPI_Isend");
+      in_flight_.push_back({{}, 0, {}});
+      isend_locked(in_flight_.back(), o.dst, o.tag, o.payload.data(), o.payload.size());
     }
     for (auto& o : batch) start_send_locked(o.dst, std::move(o.bytes));
     const bool any = !batch.empty() || !sends.empty() || !recvs.empty();
@@ -296,17 +327,29 @@ class mpi_transport final : public transport {
   }
 
   void start_send_locked(int dst, std::vector<std::byte> bytes) {
-    in_flight_.push_back({MPI_REQUEST_NULL, std::move(bytes)});
+    const std::size_t n = bytes.size();
+    in_flight_.push_back({{}, 0, std::move(bytes)});
     in_flight& f = in_flight_.back();
-    const int tag = f.bytes.size() <= small_bytes ? am_tag : am_large_tag;
-    check(MPI_Isend(f.bytes.data(), static_cast<int>(f.bytes.size()), MPI_BYTE, dst, tag, comm_, &f.req), "MPI_Isend");
+    const std::byte* data = f.bytes.data();
+    if (n >= frag_bytes && n <= small_bytes) {  // medium: straight from the message, piece by piece
+      std::size_t off = 0;
+      for (; n - off >= frag_bytes; off += frag_bytes) isend_locked(f, dst, am_tag, data + off, frag_bytes);
+      isend_locked(f, dst, am_tag, data + off, n - off);  // the last piece, possibly empty
+    } else {
+      isend_locked(f, dst, n <= small_bytes ? am_tag : am_large_tag, data, n);
+    }
     // Push it out now: a small message may sit in MPI's queue until the progress engine runs again.
     int done = 0;
-    check(MPI_Test(&f.req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    check(MPI_Testall(f.nreq, f.reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
     if (done) {
       recycle_buffer(std::move(f.bytes));
       in_flight_.pop_back();
     }
+  }
+
+  void isend_locked(in_flight& f, int dst, int tag, const std::byte* p, std::size_t n) {
+    MPI_Request& r = f.reqs[static_cast<std::size_t>(f.nreq++)];
+    check(MPI_Isend(p, static_cast<int>(n), MPI_BYTE, dst, tag, comm_, &r), "MPI_Isend");
   }
 
   // Completed bulk receives, whose done callbacks the caller runs after releasing the lock.
@@ -327,7 +370,7 @@ class mpi_transport final : public transport {
     bool any = false;
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
       int done = 0;
-      check(MPI_Test(&it->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      check(MPI_Testall(it->nreq, it->reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
       if (done) {
         recycle_buffer(std::move(it->bytes));
         it = in_flight_.erase(it);
@@ -341,7 +384,7 @@ class mpi_transport final : public transport {
 
   void drain_sends_locked() {
     flush_locked();
-    for (auto& f : in_flight_) check(MPI_Wait(&f.req, MPI_STATUS_IGNORE), "MPI_Wait");
+    for (auto& f : in_flight_) check(MPI_Waitall(f.nreq, f.reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
     in_flight_.clear();
   }
 
@@ -365,27 +408,49 @@ class mpi_transport final : public transport {
   std::vector<aligned_buffer> small_bufs_;  // pre-posted receive buffers (guarded by mpi_)
   std::vector<MPI_Request> small_reqs_;
   // The receive ring: ring_[head_], ring_[head_ + 1], ... are the small receives in the order they were posted
-  // (the order in which messages match them); the first to_repost_ of them were delivered from by the last poll and
-  // are not posted yet. Owned by the poller (polling_); MPI calls on them under mpi_ too.
+  // (the order in which messages match them). While reposting_, the head's buffer was delivered from by the last
+  // poll and is not posted yet. Owned by the poller (polling_); MPI calls on them under mpi_ too.
   std::atomic_flag polling_ = ATOMIC_FLAG_INIT;
   std::array<int, posted> ring_{};
   std::size_t head_ = 0;
-  std::size_t to_repost_ = 0;
-  struct got {
+  bool reposting_ = false;
+  struct {
     int src;
     int n;
+  } got_{};
+  struct partial {
+    aligned_buffer buf;  // small_bytes, made on the first medium message from this source
+    std::size_t filled = 0;
   };
-  std::array<got, posted> small_got_{};
+  std::vector<partial> partial_;  // by source; the poller's
   std::vector<std::pair<int, aligned_buffer>> large_;  // the poller's scratch
   std::vector<bulk_recv> landed_;
   unsigned polls_ = 0;       // under mpi_
   bool large_seen_ = false;  // under mpi_: the last probe found a large message
+  bool probe_due_ = false;     // under mpi_: a probe is due
+  bool probe_put_off_ = false; // under mpi_: the due probe was put off once already
+
+  // Appends a piece of a medium message from src to its reassembly buffer. A message that would grow beyond
+  // small_bytes (only a peer that is not this program sends one) is reported and dropped: false.
+  bool append_piece(int src, std::span<const std::byte> piece) {
+    partial& p = partial_[static_cast<std::size_t>(src)];
+    if (p.filled + piece.size() > small_bytes) {
+      std::fprintf(stderr, "apgas: place %d dropped a message from place %d: its pieces exceed %zu bytes\n", rank_,
+                   src, small_bytes);
+      p.filled = 0;
+      return false;
+    }
+    if (p.buf.data() == nullptr) p.buf = aligned_buffer(small_bytes);
+    if (!piece.empty()) std::memcpy(p.buf.data() + p.filled, piece.data(), piece.size());
+    p.filled += piece.size();
+    return true;
+  }
 
   void repost_locked() {
-    for (; to_repost_ != 0; --to_repost_) {
-      post_small(ring_[head_]);
-      head_ = (head_ + 1) % posted;
-    }
+    if (!reposting_) return;
+    post_small(ring_[head_]);  // now the last one posted: the ring moves on
+    head_ = (head_ + 1) % posted;
+    reposting_ = false;
   }
 
   void post_small(int i) {
