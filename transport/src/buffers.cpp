@@ -17,11 +17,13 @@ struct buffer_cache {
 };
 
 thread_local buffer_cache t_buffers;
+// Never inlined: no caller may keep this thread's cache address across a fiber switch (scheduler.hpp's rule).
+[[gnu::noipa]] buffer_cache& cache() noexcept { return t_buffers; }
 
 }  // namespace
 
 std::vector<std::byte> take_buffer(std::size_t capacity) {
-  buffer_cache& c = t_buffers;
+  buffer_cache& c = cache();
   std::vector<std::byte> v;
   if (c.n != 0) {
     v = std::move(c.bufs[--c.n]);
@@ -32,7 +34,7 @@ std::vector<std::byte> take_buffer(std::size_t capacity) {
 }
 
 void recycle_buffer(std::vector<std::byte>&& bytes) noexcept {
-  buffer_cache& c = t_buffers;
+  buffer_cache& c = cache();
   if (c.n == kept || bytes.capacity() < min_capacity || bytes.capacity() > max_capacity) {
     std::vector<std::byte>().swap(bytes);
     return;

@@ -409,20 +409,26 @@ void team::allreduce(std::span<T> inout, Op op) {
     const auto elems = [&](std::size_t p) { return p == me ? inout.data() : reinterpret_cast<T*>(parts[p].data()); };
     T* acc = elems(0);
     for (std::size_t p = 1; p < parts.size(); ++p) {
-      const T* in = elems(p);
+      T* in = elems(p);
       for (std::size_t i = 0; i < inout.size(); ++i) acc[i] = op(acc[i], in[i]);
     }
     if (me != 0 && !inout.empty()) std::memcpy(inout.data(), acc, inout.size_bytes());
   } else {
-    const auto at = [&](std::size_t p, std::size_t i) {
-      if (p == me) return inout[i];
-      T v;
-      std::memcpy(&v, parts[p].data() + i * sizeof(T), sizeof(T));
-      return v;
+    const auto load = [&](std::size_t p, std::size_t i, T& v) {
+      if (p == me) {
+        v = inout[i];
+      } else {
+        std::memcpy(&v, parts[p].data() + i * sizeof(T), sizeof(T));
+      }
     };
     for (std::size_t i = 0; i < inout.size(); ++i) {
-      T acc = at(0, i);
-      for (std::size_t p = 1; p < parts.size(); ++p) acc = op(acc, at(p, i));
+      T acc;
+      load(0, i, acc);
+      for (std::size_t p = 1; p < parts.size(); ++p) {
+        T v;
+        load(p, i, v);
+        acc = op(acc, v);
+      }
       inout[i] = acc;
     }
   }

@@ -315,8 +315,14 @@ class mpi_transport final : public transport {
             "MPI_Irecv");
     }
     for (auto& o : sends) {
-      in_flight_.push_back({{}, 0, {}});
-      isend_locked(in_flight_.back(), o.dst, o.tag, o.payload.data(), o.payload.size());
+      in_flight_.push_back(in_flight{{}, 0, {}});
+      in_flight_.back().reqs.fill(MPI_REQUEST_NULL);
+      try {
+        isend_locked(in_flight_.back(), o.dst, o.tag, o.payload.data(), o.payload.size());
+      } catch (...) {
+        in_flight_.pop_back();
+        throw;
+      }
     }
     for (auto& o : batch) start_send_locked(o.dst, std::move(o.bytes));
     const bool any = !batch.empty() || !sends.empty() || !recvs.empty();
@@ -328,15 +334,28 @@ class mpi_transport final : public transport {
 
   void start_send_locked(int dst, std::vector<std::byte> bytes) {
     const std::size_t n = bytes.size();
-    in_flight_.push_back({{}, 0, std::move(bytes)});
+    in_flight_.push_back(in_flight{{}, 0, std::move(bytes)});
     in_flight& f = in_flight_.back();
+    f.reqs.fill(MPI_REQUEST_NULL);
     const std::byte* data = f.bytes.data();
-    if (n >= frag_bytes && n <= small_bytes) {  // medium: straight from the message, piece by piece
-      std::size_t off = 0;
-      for (; n - off >= frag_bytes; off += frag_bytes) isend_locked(f, dst, am_tag, data + off, frag_bytes);
-      isend_locked(f, dst, am_tag, data + off, n - off);  // the last piece, possibly empty
-    } else {
-      isend_locked(f, dst, n <= small_bytes ? am_tag : am_large_tag, data, n);
+    try {
+      if (n >= frag_bytes && n <= small_bytes) {  // medium: straight from the message, piece by piece
+        std::size_t off = 0;
+        for (; n - off >= frag_bytes; off += frag_bytes) isend_locked(f, dst, am_tag, data + off, frag_bytes);
+        isend_locked(f, dst, am_tag, data + off, n - off);  // the last piece, possibly empty
+      } else {
+        isend_locked(f, dst, n <= small_bytes ? am_tag : am_large_tag, data, n);
+      }
+    } catch (const transport_error& e) {
+      if (f.nreq == 0) {  // nothing left: the caller gets the error, the transport is as before
+        in_flight_.pop_back();
+        throw;
+      }
+      // Some pieces left and the rest cannot follow: the receiver would glue the next message onto them.
+      std::fprintf(stderr, "apgas: place %d: a message to place %d broke off after %d pieces: %s\n", rank_, dst,
+                   f.nreq, e.what());
+      std::fflush(stderr);
+      std::_Exit(3);
     }
     // Push it out now: a small message may sit in MPI's queue until the progress engine runs again.
     int done = 0;
@@ -347,9 +366,11 @@ class mpi_transport final : public transport {
     }
   }
 
+  // Counts the request in f only once it was started (f.reqs are MPI_REQUEST_NULL before).
   void isend_locked(in_flight& f, int dst, int tag, const std::byte* p, std::size_t n) {
-    MPI_Request& r = f.reqs[static_cast<std::size_t>(f.nreq++)];
+    MPI_Request& r = f.reqs[static_cast<std::size_t>(f.nreq)];
     check(MPI_Isend(p, static_cast<int>(n), MPI_BYTE, dst, tag, comm_, &r), "MPI_Isend");
+    ++f.nreq;
   }
 
   // Completed bulk receives, whose done callbacks the caller runs after releasing the lock.
