@@ -13,7 +13,10 @@ namespace apgas::detail {
 void completion::wait() {
   if (ready()) return;
   if (current_task() == nullptr) require_activity("apgas::detail::completion::wait");  // throws
-  if (poll_until([](const void* c) { return static_cast<const completion*>(c)->ready(); }, this)) return;
+  if (have_progress_hooks() &&
+      poll_until([](const void* c) { return static_cast<const completion*>(c)->ready(); }, this)) {
+    return;
+  }
   park(
       [](fiber_ctx* self, void* arg) {
         auto* c = static_cast<completion*>(arg);
