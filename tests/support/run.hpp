@@ -37,11 +37,13 @@ inline bool rank0() {
 
 /// In every process of a (multi-process) run: run `body` as the main activity (place 0) with the environment's
 /// configuration (2 workers unless APGAS_NTHREADS says otherwise; `slice`, if not 0, as the DMA slice size); every
-/// place's run must return 0, and place 0 must run the body to its end.
+/// place's run must return 0, and place 0 must run the body to its end. `nthreads`, if not 0, overrides the worker
+/// count.
 template <class F>
-void run_everywhere(F&& body, std::size_t slice = 0) {
+void run_everywhere(F&& body, std::size_t slice = 0, int nthreads = 0) {
   apgas::config cfg = apgas::config::from_env();
   if (cfg.nthreads == 0) cfg.nthreads = 2;
+  if (nthreads != 0) cfg.nthreads = nthreads;
   if (slice != 0) cfg.cuda_dma_slice = slice;
   bool finished = false;
   const int rc = apgas::run(cfg, [&] {

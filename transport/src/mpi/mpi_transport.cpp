@@ -389,15 +389,17 @@ class mpi_transport final : public transport {
 
   bool complete_sends_locked() {
     bool any = false;
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    for (std::size_t i = 0; i < in_flight_.size();) {
+      in_flight& f = in_flight_[i];
       int done = 0;
-      check(MPI_Testall(it->nreq, it->reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      check(MPI_Testall(f.nreq, f.reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
       if (done) {
-        recycle_buffer(std::move(it->bytes));
-        it = in_flight_.erase(it);
+        recycle_buffer(std::move(f.bytes));
+        if (i + 1 != in_flight_.size()) f = std::move(in_flight_.back());  // order does not matter
+        in_flight_.pop_back();
         any = true;
       } else {
-        ++it;
+        ++i;
       }
     }
     return any;
@@ -421,7 +423,9 @@ class mpi_transport final : public transport {
   std::vector<outgoing> batch_;   // flush_locked's scratch (guarded by mpi_)
   std::vector<bulk_send> sends_;
   std::vector<bulk_recv> recvs_;
-  std::deque<in_flight> in_flight_;
+  // Started sends, until complete. A vector (its capacity stays: no allocation per message once warm); moving an
+  // entry moves request handles and the vector's pointer, never the bytes MPI reads.
+  std::vector<in_flight> in_flight_;
   std::vector<bulk_send> bulk_out_;        // guarded by out_mutex_
   std::vector<bulk_recv> bulk_in_pending_; // guarded by out_mutex_
   std::deque<bulk_recv> bulk_in_;         // posted; guarded by mpi_
