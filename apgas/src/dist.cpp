@@ -133,6 +133,7 @@ struct dist_state final : transport::handler {
   std::uint64_t next_serial = 1;
   std::pmr::unordered_map<std::uint64_t, finish_state*> homes{&pool};  // serial -> finish homed here
   std::pmr::map<std::pair<std::uint64_t, std::uint64_t>, proxy*> proxies{&pool};
+  static constexpr std::size_t max_spare_homes = 64;
   std::vector<dist_home*> spare_homes;  // home records of ended finishes, reused (all-zero balance, sized)
   std::uint64_t next_token = 1;
   std::pmr::unordered_map<std::uint64_t, pending_at*> ats{&pool};
@@ -145,7 +146,7 @@ struct dist_state final : transport::handler {
 
   void on_message(int src, std::span<const std::byte> bytes) override;
 
-  dist_state() = default;
+  dist_state() { spare_homes.reserve(max_spare_homes); }  // home_done keeps records without allocating
   dist_state(const dist_state&) = delete;
   dist_state& operator=(const dist_state&) = delete;
   ~dist_state() {
@@ -740,14 +741,11 @@ void home_done(finish_state& fs) noexcept {
   // can serve the next finish as it is.
   std::lock_guard lock(g_dist->mutex);
   g_dist->homes.erase(h->serial);
-  if (h->unbalanced == 0 && g_dist->spare_homes.size() < 64) {
-    try {
-      g_dist->spare_homes.push_back(h);
-      return;
-    } catch (...) {
-    }
+  if (h->unbalanced == 0 && g_dist->spare_homes.size() < dist_state::max_spare_homes) {
+    g_dist->spare_homes.push_back(h);  // within the reserved capacity: does not throw
+  } else {
+    delete h;
   }
-  delete h;
 }
 
 void proxy_complete(finish_state& fs) noexcept {
@@ -791,7 +789,7 @@ std::vector<std::vector<std::byte>> team_allgather(std::span<const std::byte> mi
   }
   for (int p = 0; p < d.size; ++p) {
     if (p == d.rank) continue;
-    writer w = message_writer(mine.size() + 32);  // the whole message at once: no regrowth copies of a large contribution
+    writer w = message_writer(mine.size() + 32);  // the whole message at once: no regrowth copies
     w & msg::team_contrib & seq;
     w.write_bytes(mine.data(), mine.size());
     send(p, std::move(w));

@@ -69,13 +69,11 @@ void finish_state::wait() {
     w = this_worker();
   }
   // With remote activities outstanding the home record holds a token (dist.cpp), so count_ == 1 means done either
-  // way.
-  // Only other hosts' reports outstanding (the home record's token): wait by polling while the worker is free.
+  // way. With a home record, what is left may be only other hosts' reports: wait by polling while the worker is free.
   if (count_.load(std::memory_order_acquire) != 1 && dist() != nullptr) {
     poll_until([](const void* fs) { return static_cast<const finish_state*>(fs)->count() == 1; }, this);
   }
   if (count_.load(std::memory_order_acquire) != 1) park(&publish_waiter, this);
-
   if (dist() != nullptr) home_done(*this);
 }
 

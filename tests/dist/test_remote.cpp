@@ -84,7 +84,9 @@ TEST(Remote, MessagesAroundThePieceSizesArriveWhole) {
   run_everywhere([] {
     auto pattern = [](std::size_t n, int salt) {
       std::vector<unsigned char> v(n);
-      for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + static_cast<std::size_t>(salt)) >> 3);
+      for (std::size_t i = 0; i < n; ++i) {
+        v[i] = static_cast<unsigned char>((i * 131 + static_cast<std::size_t>(salt)) >> 3);
+      }
       return v;
     };
     auto check_echo = [&](apgas::place p, std::size_t n) {

@@ -6,8 +6,8 @@
 // driven by idle workers through the runtime's progress hook (poll()): it starts queued sends, completes finished
 // ones, receives small messages (<= 16 KiB; those over 4032 bytes sent in pieces under the eager limit) into a ring
 // of pre-posted buffers (MPI_Test on the ring's head), delivered from there without a copy, and larger ones with
-// MPI_Improbe + MPI_Mrecv into 16-byte aligned buffers of the probed size. One thread polls at a time (polling_). All active messages use two tags on a
-// duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
+// MPI_Improbe + MPI_Mrecv into 16-byte aligned buffers of the probed size. One thread polls at a time (polling_).
+// All active messages use two tags on a duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
 #include "../transports.hpp"
 
 #include <apgas/detail/spin_mutex.hpp>
@@ -86,7 +86,6 @@ class mpi_transport final : public transport {
     small_reqs_.assign(posted, MPI_REQUEST_NULL);
     for (int i = 0; i < posted; ++i) {
       small_bufs_[static_cast<std::size_t>(i)] = aligned_buffer(small_bytes);
-      ring_[static_cast<std::size_t>(i)] = i;
       post_small(i);
     }
   }
@@ -140,7 +139,7 @@ class mpi_transport final : public transport {
       ~unflag() { f.clear(std::memory_order_release); }
     } release_poller{polling_};
     if (!mpi_.try_lock()) return false;
-    bool took = false;  // a small message was taken this poll: from ring_[head_], its size and source in got_
+    bool took = false;  // a small message was taken this poll: in buffer head_, its size and source in got_
     bool progress = false;
     {
       std::lock_guard lock(mpi_, std::adopt_lock);
@@ -157,7 +156,7 @@ class mpi_transport final : public transport {
       for (;;) {
         MPI_Status st;
         int done = 0;
-        check(MPI_Test(&small_reqs_[static_cast<std::size_t>(ring_[head_])], &done, &st), "MPI_Test");
+        check(MPI_Test(&small_reqs_[head_], &done, &st), "MPI_Test");
         if (!done) break;
         int n = 0;
         check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
@@ -167,9 +166,8 @@ class mpi_transport final : public transport {
           break;
         }
         // A piece of a medium message, more to come (and coming now): keep it, post its buffer again, look again.
-        append_piece(st.MPI_SOURCE, small_bufs_[static_cast<std::size_t>(ring_[head_])].span().first(frag_bytes));
-        post_small(ring_[head_]);
-        head_ = (head_ + 1) % posted;
+        append_piece(st.MPI_SOURCE, small_bufs_[head_].span().first(frag_bytes));
+        repost_head_locked();
         progress = true;
       }
       // Large messages, at their size. A probe costs a pass of MPI's progress engine, as much as the test above,
@@ -199,8 +197,7 @@ class mpi_transport final : public transport {
     // from its reassembly buffer; the receive buffer is posted again by the next poll.
     if (took) {
       reposting_ = true;
-      const std::span<const std::byte> m =
-          small_bufs_[static_cast<std::size_t>(ring_[head_])].span().first(static_cast<std::size_t>(got_.n));
+      const std::span<const std::byte> m = small_bufs_[head_].span().first(static_cast<std::size_t>(got_.n));
       partial& p = partial_[static_cast<std::size_t>(got_.src)];
       if (p.filled == 0) {
         h.on_message(got_.src, m);
@@ -271,8 +268,9 @@ class mpi_transport final : public transport {
     std::vector<std::byte> bytes;
   };
   struct in_flight {  // a message (all its pieces) or a bulk payload, until every request completed
-    std::array<MPI_Request, max_pieces> reqs;
-    int nreq;
+    explicit in_flight(std::vector<std::byte> b) : bytes(std::move(b)) { reqs.fill(MPI_REQUEST_NULL); }
+    std::array<MPI_Request, max_pieces> reqs;  // the first nreq were started
+    int nreq = 0;
     std::vector<std::byte> bytes;  // empty for a bulk payload (the caller's memory)
   };
   struct bulk_send {
@@ -315,8 +313,7 @@ class mpi_transport final : public transport {
             "MPI_Irecv");
     }
     for (auto& o : sends) {
-      in_flight_.push_back(in_flight{{}, 0, {}});
-      in_flight_.back().reqs.fill(MPI_REQUEST_NULL);
+      in_flight_.emplace_back(std::vector<std::byte>{});
       try {
         isend_locked(in_flight_.back(), o.dst, o.tag, o.payload.data(), o.payload.size());
       } catch (...) {
@@ -334,9 +331,7 @@ class mpi_transport final : public transport {
 
   void start_send_locked(int dst, std::vector<std::byte> bytes) {
     const std::size_t n = bytes.size();
-    in_flight_.push_back(in_flight{{}, 0, std::move(bytes)});
-    in_flight& f = in_flight_.back();
-    f.reqs.fill(MPI_REQUEST_NULL);
+    in_flight& f = in_flight_.emplace_back(std::move(bytes));
     const std::byte* data = f.bytes.data();
     try {
       if (n >= frag_bytes && n <= small_bytes) {  // medium: straight from the message, piece by piece
@@ -366,7 +361,7 @@ class mpi_transport final : public transport {
     }
   }
 
-  // Counts the request in f only once it was started (f.reqs are MPI_REQUEST_NULL before).
+  // Counts the request in f only once it was started.
   void isend_locked(in_flight& f, int dst, int tag, const std::byte* p, std::size_t n) {
     MPI_Request& r = f.reqs[static_cast<std::size_t>(f.nreq)];
     check(MPI_Isend(p, static_cast<int>(n), MPI_BYTE, dst, tag, comm_, &r), "MPI_Isend");
@@ -432,11 +427,11 @@ class mpi_transport final : public transport {
   std::atomic<std::uint32_t> next_tag_{0};
   std::vector<aligned_buffer> small_bufs_;  // pre-posted receive buffers (guarded by mpi_)
   std::vector<MPI_Request> small_reqs_;
-  // The receive ring: ring_[head_], ring_[head_ + 1], ... are the small receives in the order they were posted
-  // (the order in which messages match them). While reposting_, the head's buffer was delivered from by the last
-  // poll and is not posted yet. Owned by the poller (polling_); MPI calls on them under mpi_ too.
+  // The receive ring: receives head_, head_ + 1, ... (mod posted) in the order they were posted, which is the order
+  // in which messages match them (a buffer is posted again only as the head, and the head then moves on). While
+  // reposting_, the head's buffer was delivered from by the last poll and is not posted yet. Owned by the poller
+  // (polling_); MPI calls on them under mpi_ too.
   std::atomic_flag polling_ = ATOMIC_FLAG_INIT;
-  std::array<int, posted> ring_{};
   std::size_t head_ = 0;
   bool reposting_ = false;
   struct {
@@ -473,9 +468,12 @@ class mpi_transport final : public transport {
 
   void repost_locked() {
     if (!reposting_) return;
-    post_small(ring_[head_]);  // now the last one posted: the ring moves on
-    head_ = (head_ + 1) % posted;
+    repost_head_locked();
     reposting_ = false;
+  }
+  void repost_head_locked() {
+    post_small(static_cast<int>(head_));  // now the last one posted: the ring moves on
+    head_ = (head_ + 1) % posted;
   }
 
   void post_small(int i) {
