@@ -83,15 +83,17 @@ inline void* resolve_entry(const void* entry) {
 template <class R>
 struct dev_res;
 
-template <class T>
-struct dev_res<shared_array<T>> {  // a per-block array filled with one value
+template <class T, std::size_t N, bool Fill>
+struct dev_res<shared_array<T, N, Fill>> {  // a per-block array, filled with one value or left as it is
   std::size_t offset, n;
   T value;
   __device__ void fill(unsigned char* smem) const {
-    T* a = reinterpret_cast<T*>(smem + offset);
-    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) a[i] = value;
+    if constexpr (Fill) {
+      T* a = reinterpret_cast<T*>(smem + offset);
+      for (std::size_t i = gpu_linear_thread(); i < n; i += gpu_block_threads()) a[i] = value;
+    }
   }
-  __device__ std::span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
+  __device__ shared_span<T, N> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
 };
 
 template <class T>
@@ -100,9 +102,9 @@ struct dev_res<shared_copy<T>> {  // a per-block array filled from a device copy
   const T* source;
   __device__ void fill(unsigned char* smem) const {
     T* a = reinterpret_cast<T*>(smem + offset);
-    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) a[i] = source[i];
+    for (std::size_t i = gpu_linear_thread(); i < n; i += gpu_block_threads()) a[i] = source[i];
   }
-  __device__ std::span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
+  __device__ shared_span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
 };
 
 template <class T>
@@ -148,34 +150,52 @@ __host__ __device__ const auto& get(const dev_desc<R0, Rest...>& d) {
   }
 }
 
+// Resources whose per-block array the block fills before the body runs (so a barrier must follow the fills).
 template <class R>
-inline constexpr bool uses_shared = false;
+inline constexpr bool fills_shared = false;
+template <class T, std::size_t N>
+inline constexpr bool fills_shared<shared_array<T, N, true>> = true;
 template <class T>
-inline constexpr bool uses_shared<shared_array<T>> = true;
-template <class T>
-inline constexpr bool uses_shared<shared_copy<T>> = true;
+inline constexpr bool fills_shared<shared_copy<T>> = true;
 
 extern __shared__ __align__(16) unsigned char dynamic_shared[];
 
-template <bool Clocked, class Body, class... R, std::size_t... I>
+__device__ inline dim3 to_dim3(::dim3 d) { return dim3(static_cast<int>(d.x), static_cast<int>(d.y), static_cast<int>(d.z)); }
+
+template <body_kind Kind, class Body, class... R, std::size_t... I>
 __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_sequence<I...>) {
   (get<I>(d).fill(dynamic_shared), ...);
-  if constexpr ((uses_shared<R> || ...)) __syncthreads();
-  if constexpr (Clocked) {
-    body(clocked_thread(blockIdx.x, threadIdx.x, gridDim.x, blockDim.x, nullptr), get<I>(d).param(dynamic_shared)...);
+  if constexpr ((fills_shared<R> || ...)) __syncthreads();
+  const dim3 tid = to_dim3(threadIdx), bid = to_dim3(blockIdx), bdim = to_dim3(blockDim), gdim = to_dim3(gridDim);
+  if constexpr (Kind == body_kind::clocked) {
+    body(clocked_thread(tid, bid, bdim, gdim, nullptr), get<I>(d).param(dynamic_shared)...);
+  } else if constexpr (Kind == body_kind::block) {
+    body(thread_block(bid, bdim, gdim, nullptr), get<I>(d).param(dynamic_shared)...);
   } else {
-    body(thread_handle(blockIdx.x, threadIdx.x, gridDim.x, blockDim.x), get<I>(d).param(dynamic_shared)...);
+    body(thread_handle(tid, bid, bdim, gdim), get<I>(d).param(dynamic_shared)...);
   }
 }
 
-template <bool Clocked, class Body, class... R>
+template <body_kind Kind, class Body, class... R>
 __global__ void entry_direct(Body body, dev_desc<R...> d) {
-  run_block<Clocked>(body, d, std::index_sequence_for<R...>{});
+  run_block<Kind>(body, d, std::index_sequence_for<R...>{});
 }
 
-template <bool Clocked, class Body, class... R>
+template <body_kind Kind, class Body, class... R>
 __global__ void entry_spilled(const Body* body, dev_desc<R...> d) {
-  run_block<Clocked>(*body, d, std::index_sequence_for<R...>{});
+  run_block<Kind>(*body, d, std::index_sequence_for<R...>{});
+}
+
+// The same with CUDA's __launch_bounds__ (launch_bounds<MaxThreads, MinBlocks>(...)): the compiler budgets registers
+// so that MaxThreads threads per block (and MinBlocks blocks per SM) fit.
+template <int MaxThreads, int MinBlocks, body_kind Kind, class Body, class... R>
+__global__ void __launch_bounds__(MaxThreads, MinBlocks) entry_direct_bounded(Body body, dev_desc<R...> d) {
+  run_block<Kind>(body, d, std::index_sequence_for<R...>{});
+}
+
+template <int MaxThreads, int MinBlocks, body_kind Kind, class Body, class... R>
+__global__ void __launch_bounds__(MaxThreads, MinBlocks) entry_spilled_bounded(const Body* body, dev_desc<R...> d) {
+  run_block<Kind>(*body, d, std::index_sequence_for<R...>{});
 }
 
 /// Bytes of kernel parameters every GPU accepts; a body and descriptor larger than this go by pointer.
@@ -208,8 +228,8 @@ struct launch_layout {
 template <class T>
 inline constexpr std::size_t shared_align = alignof(T) > 16 ? alignof(T) : 16;
 
-template <class T>
-resource_slot lay_out(launch_layout& l, const shared_array<T>& r) {
+template <class T, std::size_t N, bool Fill>
+resource_slot lay_out(launch_layout& l, const shared_array<T, N, Fill>& r) {
   return {l.place_shared(r.n * sizeof(T), shared_align<T>), -1};
 }
 template <class T>
@@ -230,8 +250,9 @@ resource_slot lay_out(launch_layout& l, const global_copy<T>& r) {
   return {0, l.upload(r.data->data(), r.data->size() * sizeof(T))};
 }
 
-template <class T>
-void describe(dev_res<shared_array<T>>& d, const shared_array<T>& r, resource_slot s, const std::uintptr_t*) {
+template <class T, std::size_t N, bool Fill>
+void describe(dev_res<shared_array<T, N, Fill>>& d, const shared_array<T, N, Fill>& r, resource_slot s,
+              const std::uintptr_t*) {
   d.offset = s.offset;
   d.n = r.n;
   d.value = r.value;
@@ -271,7 +292,8 @@ template <class K, class Shape, class... R>
 void launch_parts(place p, const Shape& shape, const void* body, const std::tuple<R...>& res) {
   using Body = decltype(K::body);
   using desc_t = dev_desc<R...>;
-  constexpr bool clocked = K::clocked;
+  using traits = shape_traits<Shape>;
+  constexpr body_kind kind = K::kind;
   constexpr bool spill = sizeof(Body) + sizeof(desc_t) > param_space;
 
   desc_context<R...> ctx{&res, {}};
@@ -281,17 +303,25 @@ void launch_parts(place p, const Shape& shape, const void* body, const std::tupl
   }(std::index_sequence_for<R...>{});
 
   gpu_kernel_request r;
-  if constexpr (spill) {
-    r.entry = reinterpret_cast<const void*>(&entry_spilled<clocked, Body, R...>);
+  if constexpr (traits::max_threads > 0) {
+    if constexpr (spill) {
+      r.entry = reinterpret_cast<const void*>(
+          &entry_spilled_bounded<traits::max_threads, traits::min_blocks, kind, Body, R...>);
+    } else {
+      r.entry = reinterpret_cast<const void*>(
+          &entry_direct_bounded<traits::max_threads, traits::min_blocks, kind, Body, R...>);
+    }
+  } else if constexpr (spill) {
+    r.entry = reinterpret_cast<const void*>(&entry_spilled<kind, Body, R...>);
   } else {
-    r.entry = reinterpret_cast<const void*>(&entry_direct<clocked, Body, R...>);
+    r.entry = reinterpret_cast<const void*>(&entry_direct<kind, Body, R...>);
   }
   r.what = "kernel";
   r.resolve = &resolve_entry;
   r.constant_symbol = layout.constant.empty() ? nullptr : &constant_address<>;
   r.constant_capacity = APGAS_CONSTANT_BYTES;
   r.constant = std::span<const std::byte>(layout.constant);
-  if constexpr (std::is_same_v<Shape, grid>) r.shape = &shape;
+  r.shape = traits::explicit_grid(shape);
   r.dynamic_shared = layout.shared_bytes;
   r.uploads = std::move(layout.uploads);
   r.write_desc = [](void* out, const void* c, const std::uintptr_t* uploads) {
