@@ -34,6 +34,7 @@
 #include <apgas/kernel.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -60,6 +61,9 @@ struct cpu_block;
 
 struct alignas(64) kthread {
   kernel_context ctx;        // registers while suspended (first: the switch reads and writes it)
+  // The vector registers the barrier stub keeps (xmm6-15, or their ymm/zmm forms): at offset 64, where the stub in
+  // kernel_switch.cpp stores them.
+  alignas(64) unsigned char vec[kernel_vector_save_bytes];
   kthread* next = nullptr;   // the ring of live threads, thread order, wrapping
   kthread* prev = nullptr;
   kthread* wnext = nullptr;  // the ring of live lanes of this thread's warp
@@ -73,8 +77,9 @@ struct alignas(64) kthread {
   san::fiber_marks marks;
 };
 
-// Thrown into the threads of a cancelled block when they resume; caught where each thread began.
+// Thrown in the threads of a cancelled block when they resume (cpu_cancelled); caught where each thread began.
 struct block_cancelled {};
+static_assert(offsetof(kthread, vec) == kernel_vector_save_offset, "the barrier stub stores vector registers there");
 
 struct warp_state {
   std::uint32_t phase = 0;
@@ -83,6 +88,7 @@ struct warp_state {
   kthread* first = nullptr;  // lowest live lane
   combine_fn pending = nullptr;
   const void* op = nullptr;
+  std::size_t stride[2] = {1, 1};  // bytes per slot of the operation of each parity
 };
 
 // The checking mode's record of one shared array of the current block.
@@ -100,6 +106,7 @@ struct shared_check {
   std::vector<int> first_thread;
   std::vector<int> other_thread;
   std::vector<unsigned char> snapshot;
+  std::vector<std::uint32_t> atomic_epoch;  // the epoch in which the element was last accessed atomically
   std::vector<std::size_t> touched;  // elements accessed by two threads in the current epoch
 };
 
@@ -147,11 +154,17 @@ struct cpu_block {
   static constexpr std::size_t max_reports = 8;
   std::size_t more_reports = 0;
 
+  std::size_t stride[2] = {1, 1};        // bytes per slot of the block collective of each parity
+  // Bank b (block parities 0 and 1, then warp parities 0 and 1) holds max_cpu_threads_per_block slots of up to
+  // slot_bytes; a collective's slots are dense, `stride` apart.
+  unsigned char* bank(int b) noexcept {
+    return banks.get() + static_cast<std::size_t>(b) * max_cpu_threads_per_block * slot_bytes;
+  }
   unsigned char* block_slot(int parity, int t) noexcept {
-    return banks.get() + (static_cast<std::size_t>(parity) * max_cpu_threads_per_block + static_cast<std::size_t>(t)) * slot_bytes;
+    return bank(parity) + static_cast<std::size_t>(t) * stride[parity];
   }
   unsigned char* warp_slot(int parity, int t) noexcept {
-    return block_slot(2 + parity, t);
+    return bank(2 + parity) + static_cast<std::size_t>(t) * warps[t / warp_size].stride[parity];
   }
   std::uint32_t& block_tag(int parity, int t) noexcept {
     return tags[static_cast<std::size_t>(parity) * max_cpu_threads_per_block + static_cast<std::size_t>(t)];
@@ -238,13 +251,14 @@ void complete_warp_phase(cpu_block& b, warp_state& w, int warp) {
   w.arrived = 0;
 }
 
-void after_resume(kthread* k) {
+// Back from a wait: false when the block was cancelled meanwhile (the thread must unwind).
+bool after_resume(kthread* k) {
   k->state = wait::running;
-  if (k->block->cancelled) throw block_cancelled{};
+  return !k->block->cancelled;
 }
 
 // A thread arrives at the block barrier: switch to the next thread in order (completing the phase if it is the last).
-void block_arrive(kthread* k) {
+bool block_arrive(kthread* k) {
   cpu_block& b = *k->block;
   k->arrivals += 1;
   k->state = wait::block;
@@ -255,10 +269,10 @@ void block_arrive(kthread* k) {
     if (b.warp_ops) check_resumable(b, *k, *u);
     switch_to(k, u);
   }
-  after_resume(k);
+  return after_resume(k);
 }
 
-void warp_arrive(kthread* k) {
+bool warp_arrive(kthread* k) {
   cpu_block& b = *k->block;
   const int warp = k->t / warp_size;
   warp_state& w = b.warps[warp];
@@ -270,7 +284,7 @@ void warp_arrive(kthread* k) {
     check_resumable(b, *k, *u);
     switch_to(k, u);
   }
-  after_resume(k);
+  return after_resume(k);
 }
 
 // A thread's body has ended: leave both rings and hand over for good.
@@ -573,29 +587,16 @@ void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, voi
   if (b.first_error) std::rethrow_exception(b.first_error);
 }
 
-void cpu_advance(void* self) {
-  block_arrive(as_thread(self));
-}
-
-void* cpu_block_slot(void* self) noexcept {
+void* cpu_block_slot(void* self, std::size_t bytes) noexcept {
   kthread* k = as_thread(self);
   cpu_block& b = *k->block;
   const int parity = static_cast<int>(b.phase & 1);
+  b.stride[parity] = bytes;
   b.block_tag(parity, k->t) = b.phase;
   return b.block_slot(parity, k->t);
 }
 
-const void* cpu_block_collect(void* self, combine_fn combine, const void* op) {
-  kthread* k = as_thread(self);
-  cpu_block& b = *k->block;
-  const std::uint32_t p = b.phase;
-  if (combine != nullptr) {
-    b.pending = combine;
-    b.pending_op = op;
-  }
-  block_arrive(k);
-  return b.result[p & 1];
-}
+void cpu_cancelled() { throw block_cancelled{}; }
 
 const void* cpu_block_slot_of(void* self, int t) noexcept {
   kthread* k = as_thread(self);
@@ -605,26 +606,15 @@ const void* cpu_block_slot_of(void* self, int t) noexcept {
   return b.block_slot(static_cast<int>(p & 1), t);
 }
 
-void* cpu_warp_slot(void* self) noexcept {
+void* cpu_warp_slot(void* self, std::size_t bytes) noexcept {
   kthread* k = as_thread(self);
   cpu_block& b = *k->block;
   b.warp_ops = true;
-  const warp_state& w = b.warps[k->t / warp_size];
+  warp_state& w = b.warps[k->t / warp_size];
   const int parity = static_cast<int>(w.phase & 1);
+  w.stride[parity] = bytes;
   b.warp_tag(parity, k->t) = w.phase;
   return b.warp_slot(parity, k->t);
-}
-
-const void* cpu_warp_collect(void* self, combine_fn combine, const void* op) {
-  kthread* k = as_thread(self);
-  cpu_block& b = *k->block;
-  warp_state& w = b.warps[k->t / warp_size];
-  if (combine != nullptr) {
-    w.pending = combine;
-    w.op = op;
-  }
-  warp_arrive(k);
-  return nullptr;
 }
 
 const void* cpu_warp_slot_of(void* self, int lane) noexcept {
@@ -635,6 +625,26 @@ const void* cpu_warp_slot_of(void* self, int lane) noexcept {
   const int t = warp * warp_size + lane;
   if (lane < 0 || lane >= warp_size || t >= b.n || b.warp_tag(static_cast<int>(p & 1), t) != p) return nullptr;
   return b.warp_slot(static_cast<int>(p & 1), t);
+}
+
+extern "C" const void* apgas_detail_kernel_barrier_arrive(void* self, long kind, combine_fn combine,
+                                                          const void* op) noexcept {
+  kthread* k = as_thread(self);
+  cpu_block& b = *k->block;
+  if (kind == 0) {
+    const std::uint32_t p = b.phase;
+    if (combine != nullptr) {
+      b.pending = combine;
+      b.pending_op = op;
+    }
+    return block_arrive(k) ? b.result[p & 1] : nullptr;
+  }
+  warp_state& w = b.warps[k->t / warp_size];
+  if (combine != nullptr) {
+    w.pending = combine;
+    w.op = op;
+  }
+  return warp_arrive(k) ? b.result[0] : nullptr;  // warp operations read the slots; any non-null pointer will do
 }
 
 // ---- block-level bodies -----------------------------------------------------------------------------------------
@@ -700,6 +710,7 @@ shared_check* cpu_shared_checker(void* block, int index, void* base, std::size_t
   c->first_thread.assign(n, -1);
   c->other_thread.assign(n, -1);
   c->snapshot.assign(n * elem_bytes, 0);
+  c->atomic_epoch.assign(n, 0);
   b.checks.push_back(std::move(c));
   return b.checks.back().get();
 }
@@ -709,6 +720,7 @@ namespace {
 void close_epoch(shared_check& c) {
   cpu_block& b = *c.block;
   for (std::size_t i : c.touched) {
+    if (c.atomic_epoch[i] == c.epoch[i]) continue;  // atomic accesses do not race
     if (std::memcmp(c.snapshot.data() + i * c.elem, c.base + i * c.elem, c.elem) != 0) {
       b.report("data race on shared array " + std::to_string(c.index) + " (a resource of the kernel) in " + b.where() +
                ": threads " + std::to_string(c.first_thread[i]) + " and " + std::to_string(c.other_thread[i]) +
@@ -744,6 +756,18 @@ bool cpu_shared_access(shared_check* c, std::size_t i) noexcept {
     c->touched.push_back(i);
   }
   return true;
+}
+
+void cpu_atomic_note(const void* addr) noexcept {
+  cpu_block& b = this_block();
+  if (!b.checking) return;
+  const auto* a = static_cast<const unsigned char*>(addr);
+  for (auto& c : b.checks) {
+    if (a >= c->base && a < c->base + c->n * c->elem) {
+      c->atomic_epoch[static_cast<std::size_t>(a - c->base) / c->elem] = b.epoch;
+      return;
+    }
+  }
 }
 
 // ---- places -------------------------------------------------------------------------------------------------------

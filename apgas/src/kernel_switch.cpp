@@ -46,6 +46,109 @@ apgas_detail_kernel_trampoline:
   ud2
   .cfi_endproc
   .size apgas_detail_kernel_trampoline,.-apgas_detail_kernel_trampoline
+
+# The barrier stub that clocked bodies call from inline assembly (apgas/kernel_thread.hpp, cpu_barrier): rdi = the
+# kernel thread, rsi = kind, rdx = combine, rcx = op, r8 = the caller's vector width (16: SSE, 32: AVX, 64: AVX-512).
+# Besides what System V keeps, it keeps xmm6-xmm15 in the width the caller uses them (in the thread's record, at
+# kernel_vector_save_offset): the other threads of the block run while this one waits.
+  .globl apgas_detail_kernel_barrier
+  .type apgas_detail_kernel_barrier,@function
+  .p2align 4
+apgas_detail_kernel_barrier:
+  .cfi_startproc
+  cmpq $32, %r8
+  je 2f
+  ja 3f
+  movaps %xmm6, 64(%rdi)
+  movaps %xmm7, 80(%rdi)
+  movaps %xmm8, 96(%rdi)
+  movaps %xmm9, 112(%rdi)
+  movaps %xmm10, 128(%rdi)
+  movaps %xmm11, 144(%rdi)
+  movaps %xmm12, 160(%rdi)
+  movaps %xmm13, 176(%rdi)
+  movaps %xmm14, 192(%rdi)
+  movaps %xmm15, 208(%rdi)
+  jmp 4f
+2:
+  vmovaps %ymm6, 64(%rdi)
+  vmovaps %ymm7, 96(%rdi)
+  vmovaps %ymm8, 128(%rdi)
+  vmovaps %ymm9, 160(%rdi)
+  vmovaps %ymm10, 192(%rdi)
+  vmovaps %ymm11, 224(%rdi)
+  vmovaps %ymm12, 256(%rdi)
+  vmovaps %ymm13, 288(%rdi)
+  vmovaps %ymm14, 320(%rdi)
+  vmovaps %ymm15, 352(%rdi)
+  vzeroupper
+  jmp 4f
+3:
+  vmovaps %zmm6, 64(%rdi)
+  vmovaps %zmm7, 128(%rdi)
+  vmovaps %zmm8, 192(%rdi)
+  vmovaps %zmm9, 256(%rdi)
+  vmovaps %zmm10, 320(%rdi)
+  vmovaps %zmm11, 384(%rdi)
+  vmovaps %zmm12, 448(%rdi)
+  vmovaps %zmm13, 512(%rdi)
+  vmovaps %zmm14, 576(%rdi)
+  vmovaps %zmm15, 640(%rdi)
+  vzeroupper
+4:
+  pushq %rdi
+  .cfi_adjust_cfa_offset 8
+  pushq %r8
+  .cfi_adjust_cfa_offset 8
+  subq $8, %rsp
+  .cfi_adjust_cfa_offset 8
+  call apgas_detail_kernel_barrier_arrive@PLT
+  addq $8, %rsp
+  .cfi_adjust_cfa_offset -8
+  popq %r8
+  .cfi_adjust_cfa_offset -8
+  popq %rdi
+  .cfi_adjust_cfa_offset -8
+  cmpq $32, %r8
+  je 5f
+  ja 6f
+  movaps 64(%rdi), %xmm6
+  movaps 80(%rdi), %xmm7
+  movaps 96(%rdi), %xmm8
+  movaps 112(%rdi), %xmm9
+  movaps 128(%rdi), %xmm10
+  movaps 144(%rdi), %xmm11
+  movaps 160(%rdi), %xmm12
+  movaps 176(%rdi), %xmm13
+  movaps 192(%rdi), %xmm14
+  movaps 208(%rdi), %xmm15
+  ret
+5:
+  vmovaps 64(%rdi), %ymm6
+  vmovaps 96(%rdi), %ymm7
+  vmovaps 128(%rdi), %ymm8
+  vmovaps 160(%rdi), %ymm9
+  vmovaps 192(%rdi), %ymm10
+  vmovaps 224(%rdi), %ymm11
+  vmovaps 256(%rdi), %ymm12
+  vmovaps 288(%rdi), %ymm13
+  vmovaps 320(%rdi), %ymm14
+  vmovaps 352(%rdi), %ymm15
+  ret
+6:
+  vmovaps 64(%rdi), %zmm6
+  vmovaps 128(%rdi), %zmm7
+  vmovaps 192(%rdi), %zmm8
+  vmovaps 256(%rdi), %zmm9
+  vmovaps 320(%rdi), %zmm10
+  vmovaps 384(%rdi), %zmm11
+  vmovaps 448(%rdi), %zmm12
+  vmovaps 512(%rdi), %zmm13
+  vmovaps 576(%rdi), %zmm14
+  vmovaps 640(%rdi), %zmm15
+  ret
+  .cfi_endproc
+  .size apgas_detail_kernel_barrier,.-apgas_detail_kernel_barrier
 )");
 #elif defined(__aarch64__)
 // AAPCS64: x19-x28, x29 (frame pointer), x30 (link register), sp and the low halves of v8-v15 are callee-saved.

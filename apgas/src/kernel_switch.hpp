@@ -24,6 +24,11 @@ struct kernel_context {
 #error "apgas: the kernel-thread switch (apgas/src/kernel_switch.cpp) is written for x86-64 and AArch64"
 #endif
 
+/// Where the kernel-thread record keeps the vector registers the barrier stub saves, and how many bytes (xmm6-15 in
+/// their widest form, zmm: 10 x 64).
+inline constexpr std::size_t kernel_vector_save_offset = 64;
+inline constexpr std::size_t kernel_vector_save_bytes = 10 * 64;
+
 extern "C" {
 /// Save the caller's registers into *from and continue where *to was saved (or starts).
 void apgas_detail_kernel_switch(kernel_context* from, const kernel_context* to) noexcept;
