@@ -3,10 +3,14 @@
 // (CUDA-shaped: __syncthreads() style threads), block-level (thread_block) and, where natural, plain.
 // Prints `ratio kernel_<name>_<form>_omp <ours/anchor> (ours <x> s, anchor <y> s)`; above 1 means ours is slower.
 // Each figure is the median of --repeats runs (default 5), ours and the anchor interleaved; every result is checked.
-//   apgas_bench_kernels [--repeats N] [--quick] [--only sgemm|stencil|reduce|blackscholes]
+//   apgas_bench_kernels [--repeats N] [--quick] [--only barrier|sgemm|stencil|reduce|blackscholes]
+//                       [--form clocked|block|plain]
 #include "kernels_common.hpp"
 
 #include <apgas/apgas.hpp>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +40,7 @@ double median(std::vector<double> v) {
 
 int g_threads = 2;
 int g_repeats = 5;
+std::string g_form;  // empty: every form
 
 void report(const std::string& name, const std::vector<double>& ours, const std::vector<double>& anchor) {
   const double o = median(ours);
@@ -82,6 +87,7 @@ void check_close(const char* what, const float* got, const float* want, long n, 
 
 void compare(const std::string& name, const std::function<void()>& ours, const std::function<void()>& anchor,
              const std::function<void()>& check) {
+  if (!g_form.empty() && name.find("_" + g_form + "_") == std::string::npos) return;
   std::vector<double> o, a;
   for (int r = 0; r < g_repeats; ++r) {
     o.push_back(time_apgas(ours));
@@ -89,6 +95,30 @@ void compare(const std::string& name, const std::function<void()>& ours, const s
     a.push_back(time_anchor(anchor));
   }
   report(name, o, a);
+}
+
+// Ours (clocked) against the same CUDA-shaped kernel as OpenCL on the platform's CPU device, where there is one.
+void compare_ocl(const std::string& name, const std::function<void()>& ours, const std::function<double()>& anchor,
+                 const std::function<void()>& check) {
+#if defined(APGAS_BENCH_OPENCL)
+  if (!g_form.empty() && g_form != "clocked") return;
+  std::string why;
+  if (ocl_device(why).empty()) {
+    std::printf("# %s: not measured: %s\n", name.c_str(), why.c_str());
+    return;
+  }
+  std::vector<double> o, a;
+  for (int r = 0; r < g_repeats; ++r) {
+    o.push_back(time_apgas(ours));
+    check();
+    a.push_back(anchor());
+    check();
+  }
+  report(name, o, a);
+#else
+  (void)ours, (void)anchor, (void)check;
+  std::printf("# %s: not measured: built without OpenCL headers (ocl-icd-opencl-dev, opencl-headers)\n", name.c_str());
+#endif
 }
 
 // ---- SGEMM: C = A B, n x n, 16x16 tiles in shared memory --------------------------------------------------------
@@ -111,8 +141,8 @@ void bench_sgemm(int n) {
   auto anchor = [&] { sgemm_omp(pa, pb, ref.data(), n); };
 
   // Clocked: the CUDA kernel as written for a GPU (the tiled SGEMM of the CUDA programming guide).
-  compare("kernel_sgemm_clocked_omp", [&] {
-    apgas::at(apgas::here(), apgas::cuda_kernel(g, apgas::shared<float, tile * tile>(), apgas::shared<float, tile * tile>(),
+  auto clocked = [&] {
+    apgas::at(apgas::here(), apgas::cuda_kernel(g, apgas::shared_uninit<float, tile * tile>(), apgas::shared_uninit<float, tile * tile>(),
         [=] APGAS_KERNEL (apgas::clocked_thread t, apgas::shared_span<float, tile * tile> as,
                           apgas::shared_span<float, tile * tile> bs) {
           const int tx = t.thread_idx().x, ty = t.thread_idx().y;
@@ -127,11 +157,17 @@ void bench_sgemm(int n) {
           }
           pc[row * n + col] = acc;
         }));
-  }, anchor, check);
+  };
+  compare("kernel_sgemm_clocked_omp", clocked, anchor, check);
+#if defined(APGAS_BENCH_OPENCL)
+  compare_ocl("kernel_sgemm_clocked_pocl", clocked, [&] { return sgemm_ocl(pa, pb, pc, n); }, check);
+#else
+  compare_ocl("kernel_sgemm_clocked_pocl", clocked, nullptr, check);
+#endif
 
   // Block level: the same kernel, the block's threads as for_threads loops.
   compare("kernel_sgemm_block_omp", [&] {
-    apgas::at(apgas::here(), apgas::cuda_kernel(g, apgas::shared<float, tile * tile>(), apgas::shared<float, tile * tile>(),
+    apgas::at(apgas::here(), apgas::cuda_kernel(g, apgas::shared_uninit<float, tile * tile>(), apgas::shared_uninit<float, tile * tile>(),
         [=] APGAS_KERNEL (apgas::thread_block blk, apgas::shared_span<float, tile * tile> as,
                           apgas::shared_span<float, tile * tile> bs) {
           const int by = blk.block_idx().y, bx = blk.block_idx().x;
@@ -157,6 +193,9 @@ void bench_sgemm(int n) {
 // ---- 7-point stencil (Parboil's), iterations x (nx x ny x nz), z-sweep per thread with a shared plane ------------
 
 void bench_stencil(int nx, int ny, int nz, int iterations) {
+  if (nx % stencil_tx != 0 || ny % stencil_ty != 0 || nz < 3 || nx - 2 > 512) {
+    fail("stencil: the volume must tile into 32x8 columns and its rows fit a block");
+  }
   const std::size_t cells = static_cast<std::size_t>(nx) * ny * nz;
   std::vector<float> init(cells);
   std::mt19937 rng(2);
@@ -186,7 +225,7 @@ void bench_stencil(int nx, int ny, int nz, int iterations) {
   constexpr int sw = stencil_tx + 2;  // the shared plane with its halo
   constexpr int sh_elems = (stencil_tx + 2) * (stencil_ty + 2);
 
-  compare("kernel_stencil_clocked_omp", [&] {
+  auto clocked = [&] {
     float* in = a0.data();
     float* out = a1.data();
     for (int it = 0; it < iterations; ++it) {
@@ -217,49 +256,39 @@ void bench_stencil(int nx, int ny, int nz, int iterations) {
           }));
       std::swap(in, out);
     }
-  }, anchor, check);
+  };
+  compare("kernel_stencil_clocked_omp", clocked, anchor, check);
+#if defined(APGAS_BENCH_OPENCL)
+  compare_ocl("kernel_stencil_clocked_pocl", clocked,
+              [&] { return stencil_ocl(a0.data(), a1.data(), nx, ny, nz, iterations); }, check);
+#else
+  compare_ocl("kernel_stencil_clocked_pocl", clocked, nullptr, check);
+#endif
 
+  // Block level: a block is two rows of the interior, one thread per point, and walks the planes k; the neighbours
+  // come from memory (a GPU's caches serve them; the edges of the volume are never written). Whole rows are what a
+  // CPU's prefetchers follow and what a GPU reads coalesced; no thread falls outside the interior, so the thread loop
+  // has no branch and vectorises.
+  const apgas::grid rows{{1, (ny - 2) / 2}, {nx - 2, 2}};
   compare("kernel_stencil_block_omp", [&] {
     float* in = a0.data();
     float* out = a1.data();
+    const long plane = static_cast<long>(nx) * ny;
     for (int it = 0; it < iterations; ++it) {
-      apgas::at(apgas::here(), apgas::cuda_kernel(g, apgas::shared_uninit<float, sh_elems>(),
-          [=] APGAS_KERNEL (apgas::thread_block blk, apgas::shared_span<float, sh_elems> sh) {
-            const int i0 = blk.block_idx().x * stencil_tx, j0 = blk.block_idx().y * stencil_ty;
-            auto bottom = blk.per_thread<float>();
-            auto current = blk.per_thread<float>();
-            auto top = blk.per_thread<float>();
-            blk.for_threads([&](apgas::thread_index t) {
-              const int i = i0 + t.x, j = j0 + t.y;
-              const bool inside = i < nx && j < ny;
-              bottom[t] = inside ? in[idx3(i, j, 0, nx, ny)] : 0.0f;
-              current[t] = inside ? in[idx3(i, j, 1, nx, ny)] : 0.0f;
-            });
-            for (int k = 1; k < nz - 1; ++k) {
-              blk.for_threads([&](apgas::thread_index t) {
-                const int i = i0 + t.x, j = j0 + t.y;
-                const bool inside = i < nx && j < ny;
-                top[t] = inside ? in[idx3(i, j, k + 1, nx, ny)] : 0.0f;
-                sh[(t.y + 1) * sw + t.x + 1] = current[t];
-                if (t.x == 0 && i > 0 && j < ny) sh[(t.y + 1) * sw] = in[idx3(i - 1, j, k, nx, ny)];
-                if (t.x == stencil_tx - 1 && i + 1 < nx && j < ny) sh[(t.y + 1) * sw + t.x + 2] = in[idx3(i + 1, j, k, nx, ny)];
-                if (t.y == 0 && j > 0 && i < nx) sh[t.x + 1] = in[idx3(i, j - 1, k, nx, ny)];
-                if (t.y == stencil_ty - 1 && j + 1 < ny && i < nx) sh[(t.y + 2) * sw + t.x + 1] = in[idx3(i, j + 1, k, nx, ny)];
-              });
-              blk.sync();
-              blk.for_threads([&](apgas::thread_index t) {
-                const int i = i0 + t.x, j = j0 + t.y;
-                if (i > 0 && i < nx - 1 && j > 0 && j < ny - 1) {
-                  out[idx3(i, j, k, nx, ny)] = (sh[(t.y + 1) * sw + t.x] + sh[(t.y + 1) * sw + t.x + 2] +
-                                                sh[t.y * sw + t.x + 1] + sh[(t.y + 2) * sw + t.x + 1] + bottom[t] + top[t]) *
-                                                   stencil_c1 - current[t] * stencil_c0;
-                }
-                bottom[t] = current[t];
-                current[t] = top[t];
-              });
-              blk.sync();
-            }
-          }));
+      apgas::at(apgas::here(), apgas::cuda_kernel(rows, [=] APGAS_KERNEL (apgas::thread_block blk) {
+        const int w = nx;  // locals: the compiler need not reload captures around the stores
+        const long pl = plane;
+        const long row0 = static_cast<long>(1 + blk.block_idx().y * 2) * w + 1;
+        for (int k = 1; k < nz - 1; ++k) {
+          const float* c = in + k * pl + row0;
+          float* o = out + k * pl + row0;
+          blk.for_threads([&](apgas::thread_index t) {
+            const long at = static_cast<long>(t.y) * w + t.x;
+            o[at] = (c[at - 1] + c[at + 1] + c[at - w] + c[at + w] + c[at - pl] + c[at + pl]) * stencil_c1 -
+                    c[at] * stencil_c0;
+          });
+        }
+      }));
       std::swap(in, out);
     }
   }, anchor, check);
@@ -303,7 +332,11 @@ void bench_reduce(long n, int blocks) {
     apgas::at(apgas::here(), apgas::cuda_kernel(g, [=] APGAS_KERNEL (apgas::thread_block blk) {
       auto s = blk.per_thread<float>(0.0f);
       const long stride = blk.blocks() * reduce_threads;
-      for (long base = blk.block() * reduce_threads; base < n; base += stride) {
+      long base = blk.block() * reduce_threads;
+      for (; base + reduce_threads <= n; base += stride) {  // whole strides
+        blk.for_threads([&](apgas::thread_index t) { s[t] += px[base + t.linear]; });
+      }
+      if (base < n) {
         blk.for_threads([&](apgas::thread_index t) {
           if (base + t.linear < n) s[t] += px[base + t.linear];
         });
@@ -366,6 +399,58 @@ void bench_black_scholes(long n) {
   }, anchor, check);
 }
 
+// ---- the barrier of clocked threads itself: ns per thread per advance() ----------------------------------------
+// Ours: one block of `threads` clocked threads that only advance. Anchor: the same ring of threads as Boost.Context
+// fibers resumed round robin by a driver (what a fiber library gives; the mechanism before decision 0009). Both on
+// one worker thread.
+void bench_barrier(int threads, int phases) {
+  namespace ctx = boost::context;
+  std::vector<double> o, a;
+  for (int r = 0; r < g_repeats; ++r) {
+    apgas::config cfg;
+    cfg.nthreads = 1;
+    double s = 0;
+    if (apgas::run(cfg, [&] {
+          const auto t0 = clock_type::now();
+          apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, threads}, [=](apgas::clocked_thread t) {
+            for (int p = 0; p < phases; ++p) t.advance();
+          }));
+          s = seconds_since(t0);
+        }) != 0) {
+      fail("a run failed");
+    }
+    o.push_back(s * 1e9 / (static_cast<double>(threads) * phases));
+    struct fib {
+      ctx::fiber f;
+      ctx::fiber back;
+      bool done = false;
+    };
+    std::vector<fib> fs(static_cast<std::size_t>(threads));
+    for (auto& x : fs) {
+      x.f = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(256 * 1024), [&x, phases](ctx::fiber&& d) {
+        x.back = std::move(d);
+        for (int p = 0; p < phases; ++p) x.back = std::move(x.back).resume();
+        x.done = true;
+        return std::move(x.back);
+      });
+    }
+    const auto t0 = clock_type::now();
+    int live = threads;
+    while (live > 0) {
+      for (auto& x : fs) {
+        if (x.done) continue;
+        x.f = std::move(x.f).resume();
+        if (x.done) --live;
+      }
+    }
+    a.push_back(seconds_since(t0) * 1e9 / (static_cast<double>(threads) * phases));
+  }
+  const double om = median(o), am = median(a);
+  std::printf("ratio kernel_barrier_%dt_fiber %.3f (ours %.2f ns, anchor %.2f ns per thread per barrier)\n", threads,
+              om / am, om, am);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -380,16 +465,24 @@ int main(int argc, char** argv) {
       }
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--form") == 0 && i + 1 < argc) {
+      g_form = argv[++i];
+      if (g_form != "clocked" && g_form != "block" && g_form != "plain") {
+        std::fprintf(stderr, "apgas_bench_kernels: --form %s: expected clocked, block or plain\n", g_form.c_str());
+        return 2;
+      }
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
-      if (only != "sgemm" && only != "stencil" && only != "reduce" && only != "blackscholes") {
-        std::fprintf(stderr, "apgas_bench_kernels: --only %s: expected sgemm, stencil, reduce or blackscholes\n",
+      if (only != "sgemm" && only != "stencil" && only != "reduce" && only != "blackscholes" && only != "barrier") {
+        std::fprintf(stderr,
+                     "apgas_bench_kernels: --only %s: expected sgemm, stencil, reduce, blackscholes or barrier\n",
                      only.c_str());
         return 2;
       }
     } else {
       std::fprintf(stderr,
-                   "usage: apgas_bench_kernels [--repeats N] [--quick] [--only sgemm|stencil|reduce|blackscholes]\n");
+                   "usage: apgas_bench_kernels [--repeats N] [--quick] [--only barrier|sgemm|stencil|reduce|blackscholes] "
+                   "[--form clocked|block|plain]\n");
       return 2;
     }
   }
@@ -397,6 +490,10 @@ int main(int argc, char** argv) {
   std::printf("# apgas_bench_kernels: %d worker threads = %d OpenMP threads, repeats=%d%s\n", g_threads, g_threads,
               g_repeats, quick ? " (quick)" : "");
   const auto want = [&](const char* w) { return only.empty() || only == w; };
+  if (want("barrier")) {
+    bench_barrier(32, quick ? 1000 : 20000);
+    bench_barrier(256, quick ? 200 : 4000);
+  }
   if (want("sgemm")) bench_sgemm(quick ? 256 : 1024);
   if (want("stencil")) bench_stencil(128, 128, 32, quick ? 10 : 100);
   if (want("reduce")) bench_reduce(quick ? (1L << 20) : (1L << 24), 8 * g_threads);

@@ -4,6 +4,7 @@
 #include <apgas/kernel_thread.hpp>  // APGAS_KERNEL
 
 #include <cmath>
+#include <string>
 
 namespace kbench {
 
@@ -41,5 +42,13 @@ void stencil_omp(float* a0, float* anext, int nx, int ny, int nz, int iterations
 void reduce_omp(const float* x, long n, int blocks, float* partial);
 void black_scholes_omp(const float* s, const float* x, const float* t, float* call, float* put, long n);
 int omp_threads();
+
+#if defined(APGAS_BENCH_OPENCL)
+// kernels_ocl.cpp: the CUDA-shaped kernels as OpenCL C on the platform's CPU device (PoCL); each returns the seconds
+// its kernel runs took. ocl_device() names the device, or is empty with the reason in why_not.
+std::string ocl_device(std::string& why_not);
+double sgemm_ocl(const float* a, const float* b, float* c, int n);
+double stencil_ocl(float* a0, float* a1, int nx, int ny, int nz, int iterations);
+#endif
 
 }  // namespace kbench

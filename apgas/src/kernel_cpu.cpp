@@ -59,27 +59,36 @@ enum class wait : std::uint8_t { fresh, running, block, warp, done };
 
 struct cpu_block;
 
+// One cache line of registers, one of what a switch reads and writes, then the vector save area (touched only by the
+// thread's own barrier stub) and what only set-up and the end of a block use.
 struct alignas(64) kthread {
   kernel_context ctx;        // registers while suspended (first: the switch reads and writes it)
-  // The vector registers the barrier stub keeps (xmm6-15, or their ymm/zmm forms): at offset 64, where the stub in
-  // kernel_switch.cpp stores them.
-  alignas(64) unsigned char vec[kernel_vector_save_bytes];
+  // What the barrier stub (kernel_switch.cpp) reads at fixed offsets: where the body goes on, what the barrier
+  // returns, the body's vector width.
+  void* resume_at = nullptr;
+  const void* result = nullptr;  // set by whoever resumes this thread: the completed phase's result area, or null
+  long width = 0;
   kthread* next = nullptr;   // the ring of live threads, thread order, wrapping
-  kthread* prev = nullptr;
   kthread* wnext = nullptr;  // the ring of live lanes of this thread's warp
-  kthread* wprev = nullptr;
   cpu_block* block = nullptr;
   int t = 0;
-  int arrivals = 0;          // block barriers reached (the checking mode compares them)
   std::uint32_t wait_phase = 0;
   wait state = wait::fresh;
+  // the vector registers the stub keeps (xmm6-15, or their ymm/zmm forms)
+  alignas(64) unsigned char vec[kernel_vector_save_bytes];
+  kthread* prev = nullptr;
+  kthread* wprev = nullptr;
+  int arrivals = 0;          // block barriers reached (the checking mode compares them)
   boost::context::stack_context stack{};
   san::fiber_marks marks;
 };
 
 // Thrown in the threads of a cancelled block when they resume (cpu_cancelled); caught where each thread began.
 struct block_cancelled {};
-static_assert(offsetof(kthread, vec) == kernel_vector_save_offset, "the barrier stub stores vector registers there");
+static_assert(offsetof(kthread, vec) == kernel_record_vec, "the barrier stub stores vector registers there");
+static_assert(offsetof(kthread, resume_at) == kernel_record_resume_at && offsetof(kthread, result) == kernel_record_result &&
+                  offsetof(kthread, width) == kernel_record_width,
+              "the barrier stub's fields are where kernel_switch.cpp expects them");
 
 struct warp_state {
   std::uint32_t phase = 0;
@@ -138,6 +147,7 @@ struct cpu_block {
   void* thread_ctx = nullptr;
   bool warp_ops = false;               // a warp operation happened in this block: resumptions are checked
   bool cancelled = false;
+  bool slow = false;                   // warp_ops || cancelled || checking: barriers take the general path
   std::exception_ptr first_error;
   std::unique_ptr<unsigned char[]> banks;  // [2][max threads][slot]: block collectives, then [2][..][..] warp ops
   std::unique_ptr<std::uint32_t[]> tags;   // [2][max threads] block, then [2][max threads] warp
@@ -192,11 +202,11 @@ inline kthread* as_thread(void* self) noexcept { return static_cast<kthread*>(se
 
 // ---- switching --------------------------------------------------------------------------------------------------
 
+// The switch with the sanitizers' annotations (the path of sanitizer builds and of architectures without the stub).
 inline void switch_to(kthread* from, kthread* to) {
   san::before_switch(from->marks, to->marks);
   apgas_detail_kernel_switch(&from->ctx, &to->ctx);
   san::after_switch(from->marks, nullptr);
-  from->block->current_thread = from->t;  // resumed: the shared accesses from here on are this thread's
 }
 
 // Whether `u` may run now: it starts, or what it waits for has completed.
@@ -217,6 +227,8 @@ const char* waiting_on(const kthread& u) noexcept {
 void check_resumable(cpu_block& b, const kthread& from, const kthread& u) {
   if (b.cancelled || resumable(b, u)) return;
   b.cancelled = true;
+  b.slow = true;
+  for (int i = 0; i < b.n; ++i) b.threads[static_cast<std::size_t>(i)].result = nullptr;  // they unwind when resumed
   b.report("divergent barrier in " + b.where() + ": thread " + std::to_string(u.t) + " waits at " + waiting_on(u) +
            " while thread " + std::to_string(from.t) + " went on from " +
            (from.state == wait::warp ? "a warp operation" : "a block barrier") +
@@ -251,40 +263,53 @@ void complete_warp_phase(cpu_block& b, warp_state& w, int warp) {
   w.arrived = 0;
 }
 
-// Back from a wait: false when the block was cancelled meanwhile (the thread must unwind).
-bool after_resume(kthread* k) {
-  k->state = wait::running;
-  return !k->block->cancelled;
+// What the thread that hands over to u does for it, before the switch, on the general path: whose shared accesses
+// follow, and u's state (what its wait returns was set when it arrived, and nulled if the block was cancelled since).
+void prepare_resume(cpu_block& b, kthread& u) noexcept {
+  b.current_thread = u.t;
+  if (u.state != wait::fresh) u.state = wait::running;  // a fresh thread: kthread_entry starts it
 }
 
-// A thread arrives at the block barrier: switch to the next thread in order (completing the phase if it is the last).
-bool block_arrive(kthread* k) {
+// A thread arrives at the block barrier: the next thread in order runs (the last one's arrival completes the phase).
+kthread* block_next(kthread* k, combine_fn combine, const void* op) {
   cpu_block& b = *k->block;
+  if (combine != nullptr) {
+    b.pending = combine;
+    b.pending_op = op;
+  }
   k->arrivals += 1;
   k->state = wait::block;
   k->wait_phase = b.phase;
+  k->result = b.cancelled ? nullptr : b.result[b.phase & 1];
   kthread* const u = k->next;
   if (++b.arrived == b.live) complete_block_phase(b);
-  if (u != k) {
-    if (b.warp_ops) check_resumable(b, *k, *u);
-    switch_to(k, u);
-  }
-  return after_resume(k);
+  return u;
 }
 
-bool warp_arrive(kthread* k) {
+// The same for a warp operation: the warp's next lane runs.
+kthread* warp_next(kthread* k, combine_fn combine, const void* op) {
   cpu_block& b = *k->block;
   const int warp = k->t / warp_size;
   warp_state& w = b.warps[warp];
+  if (combine != nullptr) {
+    w.pending = combine;
+    w.op = op;
+  }
   k->state = wait::warp;
   k->wait_phase = w.phase;
+  k->result = b.cancelled ? nullptr : b.result[0];  // warp operations read the slots: any non-null pointer will do
   kthread* const u = k->wnext;
   if (++w.arrived == w.live) complete_warp_phase(b, w, warp);
-  if (u != k) {
-    check_resumable(b, *k, *u);
-    switch_to(k, u);
-  }
-  return after_resume(k);
+  return u;
+}
+
+// Arrival bookkeeping shared by both barrier paths; returns the thread to run next, prepared (possibly k itself).
+kthread* arrive(kthread* k, long kind, combine_fn combine, const void* op) {
+  cpu_block& b = *k->block;
+  kthread* const u = kind == 0 ? block_next(k, combine, op) : warp_next(k, combine, op);
+  if (u != k && (b.warp_ops || kind != 0)) check_resumable(b, *k, *u);
+  prepare_resume(b, *u);
+  return u;
 }
 
 // A thread's body has ended: leave both rings and hand over for good.
@@ -323,6 +348,7 @@ bool warp_arrive(kthread* k) {
     u = next;
   }
   if (b.warp_ops) check_resumable(b, *k, *u);
+  prepare_resume(b, *u);
   san::before_switch(k->marks, u->marks, /*leaving_for_good=*/true);
   apgas_detail_kernel_switch(&k->ctx, &u->ctx);
   __builtin_unreachable();
@@ -528,6 +554,7 @@ void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, voi
   b.thread_ctx = ctx;
   b.warp_ops = false;
   b.cancelled = false;
+  b.slow = b.checking;
   b.first_error = nullptr;
   b.phase += 2;  // a fresh phase: tags and wait phases of the last block cannot match it
   kthread* ts = b.threads.get();
@@ -610,6 +637,7 @@ void* cpu_warp_slot(void* self, std::size_t bytes) noexcept {
   kthread* k = as_thread(self);
   cpu_block& b = *k->block;
   b.warp_ops = true;
+  b.slow = true;
   warp_state& w = b.warps[k->t / warp_size];
   const int parity = static_cast<int>(w.phase & 1);
   w.stride[parity] = bytes;
@@ -630,21 +658,34 @@ const void* cpu_warp_slot_of(void* self, int lane) noexcept {
 extern "C" const void* apgas_detail_kernel_barrier_arrive(void* self, long kind, combine_fn combine,
                                                           const void* op) noexcept {
   kthread* k = as_thread(self);
+  kthread* u = arrive(k, kind, combine, op);
+  if (u != k) switch_to(k, u);  // whoever resumes k prepares its result
+  return k->result;
+}
+
+// The barrier stub's bookkeeping. The common case — a plain block barrier, no warp operations, no checking — is a
+// handful of loads and stores; everything else takes the general path.
+extern "C" kernel_context* apgas_detail_kernel_barrier_next(void* self, long kind, combine_fn combine,
+                                                           const void* op) noexcept {
+  kthread* const k = as_thread(self);
   cpu_block& b = *k->block;
-  if (kind == 0) {
+  if (kind == 0 && combine == nullptr && !b.slow) [[likely]] {
     const std::uint32_t p = b.phase;
-    if (combine != nullptr) {
-      b.pending = combine;
-      b.pending_op = op;
-    }
-    return block_arrive(k) ? b.result[p & 1] : nullptr;
+    k->state = wait::block;
+    k->wait_phase = p;
+    k->result = b.result[p & 1];
+    kthread* const u = k->next;
+    // The thread after u runs next but one: fetch its record now (with 256 threads the records outgrow the L1 cache).
+    const kthread* const after = u->next;
+    __builtin_prefetch(&after->ctx, 1);
+    __builtin_prefetch(&after->resume_at, 1);
+    __builtin_prefetch(after->vec, 1);
+    __builtin_prefetch(after->vec + 64, 1);
+    __builtin_prefetch(after->vec + 128, 1);
+    if (++b.arrived == b.live) complete_block_phase(b);
+    return &u->ctx;
   }
-  warp_state& w = b.warps[k->t / warp_size];
-  if (combine != nullptr) {
-    w.pending = combine;
-    w.op = op;
-  }
-  return warp_arrive(k) ? b.result[0] : nullptr;  // warp operations read the slots; any non-null pointer will do
+  return &arrive(k, kind, combine, op)->ctx;
 }
 
 // ---- block-level bodies -----------------------------------------------------------------------------------------

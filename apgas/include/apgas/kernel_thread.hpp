@@ -755,16 +755,23 @@ class thread_block {
       for_threads_checked(f);
       return;
     }
-    // In runs of `strip` threads: a loop of a constant trip count is one that GCC's -O2 (its "very cheap" cost
-    // model) vectorises; over the block's run-time width it would not (measured: 4x on a tiled SGEMM).
-    constexpr int strip = 8;
+    // In runs of 16 threads (8 where the block's width is no multiple of 16): a loop of a constant trip count is one
+    // that GCC's -O2 (its "very cheap" cost model) vectorises; over the block's run-time width it would not
+    // (measured: 4x on a tiled SGEMM; runs of 16 beat runs of 8 by 1.3x there, more work per vector loop).
     int linear = 0;
     for (int z = 0; z < bdim_.z; ++z) {
       for (int y = 0; y < bdim_.y; ++y, linear += bdim_.x) {
         int x = 0;
-        for (; x + strip <= bdim_.x; x += strip) {
+        if (bdim_.x % 16 == 0) {
+          for (; x < bdim_.x; x += 16) {
+            APGAS_DETAIL_INDEPENDENT
+            for (int j = 0; j < 16; ++j) f(thread_index{x + j, y, z, linear + x + j});
+          }
+          continue;
+        }
+        for (; x + 8 <= bdim_.x; x += 8) {
           APGAS_DETAIL_INDEPENDENT
-          for (int j = 0; j < strip; ++j) f(thread_index{x + j, y, z, linear + x + j});
+          for (int j = 0; j < 8; ++j) f(thread_index{x + j, y, z, linear + x + j});
         }
         for (; x < bdim_.x; ++x) f(thread_index{x, y, z, linear + x});
       }
