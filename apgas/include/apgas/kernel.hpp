@@ -198,6 +198,17 @@ constexpr bool is_nvcc_device_lambda() {
 #endif
 }
 
+}  // namespace detail
+
+/// Base of a named function object used as a kernel body sent to GPU places (its operator() declared APGAS_KERNEL):
+/// lambdas say __host__ __device__ through APGAS_KERNEL, a class says it by deriving from this.
+struct device_function {};
+
+namespace detail {
+/// Whether nvcc can run a body on a GPU: an extended __host__ __device__ lambda, or a device_function.
+template <class B>
+inline constexpr bool device_callable_v = is_nvcc_host_device_lambda<B>() || std::is_base_of_v<device_function, B>;
+
 template <class G>
 struct shape_traits : std::false_type {};
 template <>

@@ -453,11 +453,12 @@ class thread_handle {
   // do not (on a CPU place they are a loop). Say so at compile time, with the way out.
 #define APGAS_DETAIL_NEEDS_CLOCKED(name)                                                                               \
   template <class... A>                                                                                                \
-  void name(A&&...) const {                                                                                            \
+  int name(A&&...) const {                                                                                             \
     static_assert(detail::dependent_false<A...>,                                                                       \
                   "apgas: " #name "() needs the threads of a block to run together: take apgas::clocked_thread as "  \
                   "the body's first parameter (CUDA's __syncthreads() style), or write the kernel at block level "     \
                   "with apgas::thread_block (for_threads, sync, reduce, scan)");                                       \
+    return 0;                                                                                                          \
   }
   APGAS_DETAIL_NEEDS_CLOCKED(advance)
   APGAS_DETAIL_NEEDS_CLOCKED(shfl)
@@ -923,3 +924,22 @@ class thread_block {
 };
 
 }  // namespace apgas
+
+#if !defined(__CUDACC__)
+// CUDA's built-in index variables do not exist outside nvcc: a kernel body ported with threadIdx.x left in it gets a
+// compile-time error that names what to write instead (the deleted conversion below names it), rather than
+// "'threadIdx' was not declared". (In files compiled by nvcc, threadIdx in a body's host code fails at link time:
+// "undefined reference to __device_builtin_variable_threadIdx"; docs/porting.md has the same table.)
+namespace apgas::detail {
+struct cuda_builtin_index_in_a_kernel_body_use_t_thread_idx_block_idx_block_dim_grid_dim_instead {
+  operator int() const = delete;
+  operator unsigned() const = delete;
+  operator long() const = delete;
+  operator unsigned long() const = delete;
+};
+struct cuda_builtin_index {
+  cuda_builtin_index_in_a_kernel_body_use_t_thread_idx_block_idx_block_dim_grid_dim_instead x, y, z;
+};
+}  // namespace apgas::detail
+[[maybe_unused]] inline constexpr apgas::detail::cuda_builtin_index threadIdx{}, blockIdx{}, blockDim{}, gridDim{};
+#endif
