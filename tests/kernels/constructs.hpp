@@ -21,10 +21,18 @@ std::vector<T> fetch(apgas::remote_array<T> a) {
   return v;
 }
 
+// A zero-filled remote array at p, freed when the returned holder goes (at the end of the check).
 template <class T>
-apgas::remote_array<T> zeros(apgas::place p, std::size_t n) {
-  return apgas::make_remote_array<T>(p, n);
-}
+struct scoped_array {
+  apgas::remote_array<T> a;
+  scoped_array(apgas::place p, std::size_t n) : a(apgas::make_remote_array<T>(p, n)) {}
+  ~scoped_array() { apgas::free_remote_array(a); }
+  scoped_array(const scoped_array&) = delete;
+  scoped_array& operator=(const scoped_array&) = delete;
+};
+#define KC_ARRAY(T, name, p, n)                  \
+  scoped_array<T> name##_holder((p), (n));        \
+  const apgas::remote_array<T> name = name##_holder.a
 
 inline int bits(float f) {
   int i;
@@ -36,8 +44,8 @@ inline int bits(float f) {
 inline void grid_3d(apgas::place p) {
   const apgas::grid g{{3, 2, 2}, {4, 3, 2}};
   const long total = g.blocks.count() * g.threads.count();
-  auto hits = zeros<int>(p, static_cast<std::size_t>(total));
-  auto bad = zeros<int>(p, 1);
+  KC_ARRAY(int, hits, p, static_cast<std::size_t>(total));
+  KC_ARRAY(int, bad, p, 1);
   apgas::at(p, apgas::cuda_kernel(g, [=] APGAS_KERNEL (apgas::thread t) {
     int* h = hits.data();
     const apgas::dim3 ti = t.thread_idx(), bi = t.block_idx(), bd = t.block_dim(), gd = t.grid_dim();
@@ -53,7 +61,7 @@ inline void grid_3d(apgas::place p) {
   EXPECT_EQ(fetch(bad)[0], 0);
 
   // The same grid at block level: for_threads visits each thread of each block once, x fastest.
-  auto hits2 = zeros<int>(p, static_cast<std::size_t>(total));
+  KC_ARRAY(int, hits2, p, static_cast<std::size_t>(total));
   apgas::at(p, apgas::cuda_kernel(g, [=] APGAS_KERNEL (apgas::thread_block b) {
     int* h = hits2.data();
     const long base = b.block() * b.threads();
@@ -67,10 +75,10 @@ inline void grid_3d(apgas::place p) {
 // Every atomic on global memory against what it must leave; shared-memory atomics build per-block histograms.
 inline void atomics(apgas::place p) {
   constexpr int blocks = 4, threads = 64, n = blocks * threads;
-  auto ints = zeros<int>(p, 8);
-  auto floats = zeros<float>(p, 1);
-  auto u64 = zeros<unsigned long long>(p, 2);
-  auto hist = zeros<unsigned>(p, blocks * 8);
+  KC_ARRAY(int, ints, p, 8);
+  KC_ARRAY(float, floats, p, 1);
+  KC_ARRAY(unsigned long long, u64, p, 2);
+  KC_ARRAY(unsigned, hist, p, blocks * 8);
   const std::vector<int> init{0, 0, 1 << 30, 0, -1, 0, 0, 7};  // for min, and, compare-exchange
   apgas::finish([&] { apgas::async_copy(std::span<const int>(init), ints); });
   apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, threads}, apgas::shared<unsigned, 8>(),
@@ -121,7 +129,7 @@ inline void atomics(apgas::place p) {
 // reductions combine in detail::tree_reduce's order (bit-identical float sums), scans in detail::tree_scan's.
 inline void clocked_collectives(apgas::place p) {
   constexpr int threads = 100, blocks = 2, outs = 10;
-  auto out = zeros<float>(p, static_cast<std::size_t>(blocks * threads * outs));
+  KC_ARRAY(float, out, p, static_cast<std::size_t>(blocks * threads * outs));
   apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, threads}, [=] APGAS_KERNEL (apgas::clocked_thread t) {
     const int me = t.thread();
     const float v = 1.0f / static_cast<float>(me + 1) + static_cast<float>(t.block());
@@ -172,7 +180,7 @@ inline void clocked_collectives(apgas::place p) {
 // Warp operations on a block of 70 threads (warps of 32, 32 and 6).
 inline void warp_ops(apgas::place p) {
   constexpr int threads = 70, outs = 7;
-  auto out = zeros<int>(p, static_cast<std::size_t>(threads * outs));
+  KC_ARRAY(int, out, p, static_cast<std::size_t>(threads * outs));
   apgas::at(p, apgas::cuda_kernel(apgas::grid{1, threads}, [=] APGAS_KERNEL (apgas::clocked_thread t) {
     const int me = t.thread();
     int* o = out.data() + me * outs;
@@ -208,8 +216,8 @@ inline void warp_ops(apgas::place p) {
 // A block-level body on 2-D blocks (8 x 5): per-thread values survive sync, single, reduce, scans, count/all/any.
 inline void block_level(apgas::place p) {
   constexpr int bx = 8, by = 5, threads = bx * by, blocks = 3, outs = 6;
-  auto out = zeros<float>(p, static_cast<std::size_t>(blocks * threads * outs));
-  auto per_block = zeros<float>(p, static_cast<std::size_t>(blocks * 5));
+  KC_ARRAY(float, out, p, static_cast<std::size_t>(blocks * threads * outs));
+  KC_ARRAY(float, per_block, p, static_cast<std::size_t>(blocks * 5));
   apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, {bx, by}}, apgas::shared<float>(threads),
                                   [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<float> sh) {
     float* o = out.data() + b.block() * threads * outs;
@@ -276,8 +284,8 @@ inline void block_level(apgas::place p) {
 // Shared arrays of compile-time size (filled per block), unfilled ones the kernel fills itself, std::span views.
 inline void shared_forms(apgas::place p) {
   constexpr int blocks = 3, threads = 32;
-  auto out = zeros<int>(p, static_cast<std::size_t>(blocks * threads));
-  auto sizes = zeros<int>(p, 2);
+  KC_ARRAY(int, out, p, static_cast<std::size_t>(blocks * threads));
+  KC_ARRAY(int, sizes, p, 2);
   apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, threads}, apgas::shared<int, threads>(7),
                                   apgas::shared_uninit<int>(threads), apgas::shared_uninit<int, 4>(),
                                   [=] APGAS_KERNEL (apgas::clocked_thread t, apgas::shared_span<int, threads> filled,
@@ -308,7 +316,7 @@ inline void shared_forms(apgas::place p) {
 
 // launch_bounds: a launch with more threads per block than the bound is refused before anything runs.
 inline void launch_bounds(apgas::place p) {
-  auto hits = zeros<int>(p, 1);
+  KC_ARRAY(int, hits, p, 1);
   const auto body = [=] APGAS_KERNEL (apgas::thread) { apgas::atomic_add(hits.data()[0], 1); };
   apgas::at(p, apgas::cuda_kernel(apgas::launch_bounds<64>(apgas::grid{2, 64}), body));
   EXPECT_EQ(fetch(hits)[0], 128);

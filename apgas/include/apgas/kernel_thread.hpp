@@ -135,8 +135,16 @@ __attribute__((visibility("default"))) const void* apgas_detail_kernel_barrier_a
 /// floating-point values that live across a barrier — an accumulator, a stencil's neighbours — then stay in
 /// registers. With an ordinary call (System V keeps no vector register) GCC may instead keep such a value in memory
 /// for the whole loop nest around the barrier: measured 2x on a tiled SGEMM (decision 0009).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define APGAS_DETAIL_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define APGAS_DETAIL_SANITIZED 1
+#endif
+#endif
 inline const void* cpu_barrier(void* self, long kind, combine_fn combine = nullptr, const void* op = nullptr) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // Under ASan or TSan the sanitizers must hear of every stack switch: the plain call, which tells them, is used.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(APGAS_DETAIL_SANITIZED)
 #if defined(__AVX512F__)
   register long width asm("r8") = 64;
 #elif defined(__AVX__)
