@@ -121,7 +121,7 @@ struct shared_check {
 
 namespace {
 
-struct cpu_block {
+struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` through it
   const cpu_launch_info* info = nullptr;
   long b = 0;
 
@@ -154,8 +154,7 @@ struct cpu_block {
   alignas(16) unsigned char result[2][slot_bytes];
   warp_state warps[max_cpu_threads_per_block / warp_size];
 
-  // checking mode
-  bool checking = false;
+  // checking mode (`checking` is in the head)
   std::uint32_t epoch = 0;               // barriers passed (block-level: sync() calls)
   int current_thread = -1;               // whose accesses these are
   bool in_for_threads = false;
@@ -725,9 +724,6 @@ void cpu_block_sync(void* block) {
   b.epoch += 1;
 }
 
-bool cpu_block_checking(const void* block) noexcept {
-  return static_cast<const cpu_block*>(block)->checking;
-}
 
 void cpu_block_set_thread(void* block, int t) noexcept {
   static_cast<cpu_block*>(block)->current_thread = t;

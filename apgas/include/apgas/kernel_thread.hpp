@@ -182,7 +182,14 @@ const void* cpu_warp_slot_of(void* self, int lane) noexcept;
 /// Block-level bodies on a CPU place: per-block scratch memory (valid until the block ends) and the checking hooks.
 void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align);
 void cpu_block_sync(void* block);
-bool cpu_block_checking(const void* block) noexcept;
+/// The first member of the CPU runtime's block state, read inline by block-level bodies so that for_threads and sync
+/// make no call unless the checking mode is on (a call the compiler cannot see into would make it reload everything).
+struct cpu_block_head {
+  bool checking = false;
+};
+inline bool cpu_block_checking(const void* block) noexcept {
+  return static_cast<const cpu_block_head*>(block)->checking;
+}
 void cpu_block_set_thread(void* block, int t) noexcept;
 /// A shared-array access seen by the checking mode: range check (returns false when i is outside) and race tracking.
 struct shared_check;
@@ -792,7 +799,7 @@ class thread_block {
 #if defined(__CUDA_ARCH__)
     __syncthreads();
 #else
-    detail::cpu_block_sync(cpu_);
+    if (detail::cpu_block_checking(cpu_)) detail::cpu_block_sync(cpu_);
 #endif
   }
   /// Per-thread storage that survives sync(): indexed by the thread_index of for_threads. One value per thread, each
