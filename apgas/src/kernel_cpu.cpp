@@ -33,10 +33,13 @@
 #include <apgas/error.hpp>
 #include <apgas/kernel.hpp>
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -189,7 +192,11 @@ struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` t
   }
   std::string where() const {
     const dim3 bid = unflatten(b, info->g.blocks);
-    return "kernel " + std::string(info->kernel) + ", block " + std::to_string(b) + " (" + std::to_string(bid.x) + "," +
+    int status = 0;
+    char* name = abi::__cxa_demangle(info->kernel, nullptr, nullptr, &status);
+    const std::string kernel = status == 0 && name != nullptr ? name : info->kernel;
+    std::free(name);
+    return "kernel " + kernel + ", block " + std::to_string(b) + " (" + std::to_string(bid.x) + "," +
            std::to_string(bid.y) + "," + std::to_string(bid.z) + ")";
   }
 };

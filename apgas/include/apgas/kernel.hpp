@@ -41,7 +41,8 @@
 /// block (a plain block stops its loop; the other threads of a clocked block run on without it): each failed block
 /// contributes one exception to the governing finish.
 ///
-/// The checking mode of CPU places (APGAS_KERNEL_CHECK=1 or config::kernel_check; off by default, on in the tests)
+/// The checking mode of CPU places (config::kernel_check, which config::from_env() and apgas::run(argc, argv, ...) take
+/// from APGAS_KERNEL_CHECK=1; off by default, on in the tests)
 /// holds a CPU launch to a GPU's limits and reports, as kernel_check_error in the governing finish, what would be
 /// undefined on a GPU: a divergent barrier, a shared-array index outside the array, a data race on a shared array.
 ///

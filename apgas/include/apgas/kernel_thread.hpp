@@ -485,6 +485,11 @@ class thread_handle {
   APGAS_DETAIL_NEEDS_CLOCKED(inclusive_scan)
   APGAS_DETAIL_NEEDS_CLOCKED(exclusive_scan)
   APGAS_DETAIL_NEEDS_CLOCKED(broadcast)
+  APGAS_DETAIL_NEEDS_CLOCKED(advance_count)
+  APGAS_DETAIL_NEEDS_CLOCKED(advance_and)
+  APGAS_DETAIL_NEEDS_CLOCKED(advance_or)
+  APGAS_DETAIL_NEEDS_CLOCKED(all)
+  APGAS_DETAIL_NEEDS_CLOCKED(any)
 #undef APGAS_DETAIL_NEEDS_CLOCKED
 
  private:
@@ -815,14 +820,20 @@ class thread_block {
     return detail::per_thread_cpu<T>(p);
 #endif
   }
-  /// f() computed once for the block, its result on every thread (on a GPU thread 0 computes it and shares it).
+  /// f() computed once for the block, its result (if any) on every thread (on a GPU thread 0 computes it and shares
+  /// it; a barrier either way).
   template <class F>
   APGAS_DETAIL_HD auto single(F&& f) const {
 #if defined(__CUDA_ARCH__)
     using T = decltype(f());
-    T v{};
-    if (detail::gpu_linear_thread() == 0) v = f();
-    return detail::gpu_block_broadcast(v, 0);
+    if constexpr (std::is_void_v<T>) {
+      if (detail::gpu_linear_thread() == 0) f();
+      __syncthreads();
+    } else {
+      T v{};
+      if (detail::gpu_linear_thread() == 0) v = f();
+      return detail::gpu_block_broadcast(v, 0);
+    }
 #else
     return f();
 #endif
