@@ -16,8 +16,12 @@
 ///
 /// Constant memory: each nvcc file has one constant buffer of APGAS_CONSTANT_BYTES (define it before including
 /// apgas headers to leave room for __constant__ data of your own; default 64 KiB, the CUDA limit per file). Kernels
-/// that use constant_from are launched in order on one stream per GPU, so a launch never overwrites the constant data
-/// of a kernel still running.
+/// that use constant_from are launched in order on one stream per GPU, each right after its own constant copy (the
+/// backend enqueues the two as one step), so a launch never overwrites the constant data of a kernel still running.
+///
+/// Everything here has internal linkage (an unnamed namespace): each nvcc file has its own kernel entries, its own
+/// constant buffer and its own launch code, so a named functor kernel type launched from two nvcc files reads the
+/// constant buffer of the file that launched it.
 
 #if !defined(__CUDACC__)
 #error "apgas/cuda/kernel.cuh is the device side of apgas kernels: include <apgas/apgas.hpp> in a file compiled by nvcc"
@@ -37,6 +41,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -45,9 +50,9 @@
 #endif
 
 namespace apgas::detail::cuda {
-namespace {
+namespace {  // (to the end of the namespace: see above)
 
-// This file's constant buffer (internal linkage: one per nvcc file, in that file's module).
+// This file's constant buffer (one per nvcc file, in that file's module).
 __constant__ __align__(16) unsigned char constant_buffer[APGAS_CONSTANT_BYTES];
 
 template <int = 0>
@@ -61,19 +66,22 @@ void* constant_address() {
   return p;
 }
 
-}  // namespace
-
 /// The CUfunction of a kernel entry in the context current on this thread.
 inline void* resolve_entry(const void* entry) {
   cudaFunction_t f = nullptr;
   const cudaError_t e = cudaGetFuncBySymbol(&f, entry);
   if (e != cudaSuccess) {
     const bool no_image = e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction;
+    const bool old_driver = e == cudaErrorInsufficientDriver;
     throw cuda_error(static_cast<int>(e),
                      std::string("apgas: cudaGetFuncBySymbol: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-                         ")" + (no_image ? ": the kernel has no image for this GPU (built for other "
-                                           "CMAKE_CUDA_ARCHITECTURES?)"
-                                         : ""));
+                         ")" +
+                         (no_image     ? ": the kernel has no image for this GPU (built for other "
+                                         "CMAKE_CUDA_ARCHITECTURES?)"
+                          : old_driver ? ": this program was built with CUDA " + std::to_string(CUDART_VERSION / 1000) +
+                                             "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                                             ", newer than the CUDA driver supports (update the NVIDIA driver)"
+                                       : std::string()));
   }
   return reinterpret_cast<void*>(f);
 }
@@ -155,7 +163,9 @@ inline constexpr bool uses_shared<shared_array<T>> = true;
 template <class T>
 inline constexpr bool uses_shared<shared_copy<T>> = true;
 
-extern __shared__ __align__(16) unsigned char dynamic_shared[];
+/// Alignment of the dynamic shared memory's base, and so the most a shared array's element type may ask for.
+inline constexpr std::size_t shared_base_align = 128;
+extern __shared__ __align__(128) unsigned char dynamic_shared[];
 
 template <bool Clocked, class Body, class... R, std::size_t... I>
 __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_sequence<I...>) {
@@ -168,18 +178,36 @@ __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_
   }
 }
 
+// In host code an [=] APGAS_KERNEL lambda is nvcc's wrapper (never trivially copyable, so kernel.hpp cannot check
+// it); here, in the device pass, it is the closure itself: what is shipped to the device must be bytes that mean the
+// same there.
+#if defined(__CUDA_ARCH__)
+#define APGAS_DETAIL_CHECK_DEVICE_BODY(Body)                                                                         \
+  static_assert(std::is_trivially_copyable_v<Body>,                                                                 \
+                "apgas::cuda_kernel: the body must be trivially copyable (it is shipped to the device): this lambda " \
+                "captures something that is not (a std::vector, std::string, std::function...), whose device copy " \
+                "would hold host pointers; capture scalars, place, remote_array, std::array; pass host data through " \
+                "resources (shared_from, constant_from, global_from)")
+#else
+#define APGAS_DETAIL_CHECK_DEVICE_BODY(Body)
+#endif
+
 template <bool Clocked, class Body, class... R>
 __global__ void entry_direct(Body body, dev_desc<R...> d) {
+  APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Clocked>(body, d, std::index_sequence_for<R...>{});
 }
 
 template <bool Clocked, class Body, class... R>
 __global__ void entry_spilled(const Body* body, dev_desc<R...> d) {
+  APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Clocked>(*body, d, std::index_sequence_for<R...>{});
 }
+#undef APGAS_DETAIL_CHECK_DEVICE_BODY
 
-/// Bytes of kernel parameters every GPU accepts; a body and descriptor larger than this go by pointer.
-inline constexpr std::size_t param_space = 4096;
+/// Bytes of kernel parameters a launch may pass; a body and descriptor larger than this go by pointer. 32764 since
+/// CUDA 12.1 on Volta and newer (every GPU CUDA 13 supports); 4096 before.
+inline constexpr std::size_t param_space = CUDART_VERSION >= 12010 ? 32764 : 4096;
 
 // ---- the host side: plan the resources, build the request, launch ----------------------------------------------
 
@@ -206,7 +234,14 @@ struct launch_layout {
 };
 
 template <class T>
-inline constexpr std::size_t shared_align = alignof(T) > 16 ? alignof(T) : 16;
+constexpr std::size_t shared_alignment() {
+  static_assert(alignof(T) <= shared_base_align,
+                "apgas::shared/shared_from: the element type is aligned to more than 128 bytes, the alignment of the "
+                "dynamic shared memory");
+  return alignof(T) > 16 ? alignof(T) : 16;
+}
+template <class T>
+inline constexpr std::size_t shared_align = shared_alignment<T>();
 
 template <class T>
 resource_slot lay_out(launch_layout& l, const shared_array<T>& r) {
@@ -306,6 +341,7 @@ void launch_parts(place p, const Shape& shape, const void* body, const std::tupl
   gpu_launch(p, r);
 }
 
+}  // namespace
 }  // namespace apgas::detail::cuda
 
 namespace apgas::detail {
