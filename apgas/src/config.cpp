@@ -99,6 +99,10 @@ config config::from_env() {
     }
     c.connect_timeout_s = static_cast<int>(*n);
   }
+  if (auto v = env("APGAS_KERNEL_CHECK")) {
+    if (*v != "0" && *v != "1") reject("APGAS_KERNEL_CHECK", *v, "0 (off) or 1 (on)");
+    c.kernel_check = *v == "1";
+  }
   if (auto v = env("APGAS_TRANSPORT")) {
     // The backend itself is created at start-up (transport/src/select.cpp); here only the name is checked, so
     // that a typo is reported as early as the other variables.

@@ -1,16 +1,30 @@
-// Kernel closures on CPU places.
+// Kernel closures on CPU places: the per-worker block state, clocked threads, collectives and the checking mode.
 //
-// Blocks are activities (one task per block, governed like an async of the sender). The threads of a plain block
-// run as a loop inside the block's activity. The threads of a clocked block run as *kernel-thread fibers* driven
-// round-robin by the block's activity: the driver resumes thread 0, 1, ..., n-1 in turn; each runs until its next
-// advance() (or its end) and switches back. One round of the driver is one phase of the block's barrier, so no
-// thread passes advance() before every live thread of the block has reached it — __syncthreads() semantics. A
-// thread that ends leaves the barrier (on a GPU, a barrier not reached by all threads is undefined behaviour).
+// Blocks are run by tasks over ranges of blocks (apgas/detail/kernel_cpu.hpp). A block never blocks (every blocking
+// apgas operation throws inside a kernel), so it runs start to end on one worker thread, and each worker needs one
+// block state at a time: `cpu_block`, thread-local, reused from block to block.
 //
-// Invariants: a block's driver never parks while its threads are suspended (kernel bodies may not block: every
-// blocking apgas operation throws illegal_operation_exception inside a kernel), so the whole block runs on one OS
-// thread and the kernel-thread fibers can live in a pool of that thread. Kernel-thread fibers are reused: each runs
-// a loop "take an assignment, run it, report, switch back".
+// Clocked threads (decision 0009). The threads of a clocked block are contexts with stacks of their own, from a
+// per-worker pool, switched by apgas_detail_kernel_switch (kernel_switch.hpp) without the scheduler. They form a
+// ring in thread order: a thread that reaches a barrier switches straight to the next live thread; the thread whose
+// arrival completes the barrier (the last in order) first runs the phase's pending work (the combine of a
+// collective) and then switches to the first thread, which starts the next phase. So within a phase the threads run
+// one after the other in thread order, each until its next barrier — __syncthreads() semantics, one switch per
+// thread per barrier, and every switch goes from the same call site to the same call site, which keeps the
+// processor's return predictions right. A thread that ends leaves the ring (and the barrier: it no longer counts).
+// Warp operations are barriers of a warp's 32 threads: a second ring per warp, walked the same way.
+//
+// Invariants:
+//  - a clocked block's threads run only inside cpu_run_clocked, on the worker that called it; `cpu_block::driver`
+//    is that call's context, resumed once, when the last thread has ended;
+//  - within a phase the running thread is the only one between two waits; a suspended thread waits on exactly one
+//    event (block phase or warp phase), recorded in wait_kind/wait_phase, and is resumed only after that event is
+//    complete — checked whenever warp operations are in use, as mixing them divergently could otherwise resume a
+//    thread early; such a block is cancelled (its threads unwind) and fails with kernel_check_error;
+//  - a collective deposits into bank[phase & 1]: the combine of phase p runs before any thread of phase p + 1 runs,
+//    and a thread reads phase p's results before it arrives at phase p + 1, so two banks never collide.
+#include "finish.hpp"
+#include "kernel_switch.hpp"
 #include "runtime.hpp"
 #include "scheduler.hpp"
 #include "stack.hpp"
@@ -19,8 +33,10 @@
 #include <apgas/error.hpp>
 #include <apgas/kernel.hpp>
 
-#include <boost/context/fiber.hpp>
-
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -30,165 +46,707 @@ namespace apgas::detail {
 namespace {
 
 constexpr int max_cpu_threads_per_block = 1024;  // the CUDA limit: a kernel that runs on a GPU runs here too
+constexpr std::size_t slot_bytes = max_collective_bytes;
 
-struct kthread {
-  boost::context::fiber cont;     // this fiber, while suspended
-  boost::context::fiber driver;   // the driver, while this fiber runs
-  san::fiber_marks marks;
-  san::fiber_marks* driver_marks = nullptr;
-  void (*fn)(void*, int, void*) = nullptr;
-  void* ctx = nullptr;
+// The limits a launch is held to in checking mode: an H100's (what these kernels are written for) unless the host's
+// GPUs say otherwise.
+constexpr dim3 gpu_max_block(1024, 1024, 64);
+constexpr dim3 gpu_max_grid(2147483647, 65535, 65535);
+constexpr std::size_t gpu_max_shared = 232448;  // 227 KiB, opted in (the GPU launch path opts in as needed)
+
+enum class wait : std::uint8_t { fresh, running, block, warp, done };
+
+struct cpu_block;
+
+struct alignas(64) kthread {
+  kernel_context ctx;        // registers while suspended (first: the switch reads and writes it)
+  kthread* next = nullptr;   // the ring of live threads, thread order, wrapping
+  kthread* prev = nullptr;
+  kthread* wnext = nullptr;  // the ring of live lanes of this thread's warp
+  kthread* wprev = nullptr;
+  cpu_block* block = nullptr;
   int t = 0;
-  bool finished = false;
-  bool quit = false;
-  std::exception_ptr error;
+  int arrivals = 0;          // block barriers reached (the checking mode compares them)
+  std::uint32_t wait_phase = 0;
+  wait state = wait::fresh;
+  boost::context::stack_context stack{};
+  san::fiber_marks marks;
+};
 
-  // Called on this fiber: hand control back to the driver.
-  void to_driver() {
-    san::before_switch(marks, *driver_marks);
-    driver = std::move(driver).resume();
-    san::after_switch(marks, nullptr);
+// Thrown into the threads of a cancelled block when they resume; caught where each thread began.
+struct block_cancelled {};
+
+struct warp_state {
+  std::uint32_t phase = 0;
+  int live = 0;
+  int arrived = 0;
+  kthread* first = nullptr;  // lowest live lane
+  combine_fn pending = nullptr;
+  const void* op = nullptr;
+};
+
+// The checking mode's record of one shared array of the current block.
+}  // namespace
+
+struct shared_check {
+  cpu_block* block = nullptr;
+  int index = 0;                     // the resource's position among the kernel's resources
+  unsigned char* base = nullptr;
+  std::size_t n = 0;
+  std::size_t elem = 0;
+  // per element: the barrier epoch of its first access in that epoch, the first thread, whether another touched it,
+  // and its bytes at that first access (a race is two threads in one epoch and a changed value)
+  std::vector<std::uint32_t> epoch;
+  std::vector<int> first_thread;
+  std::vector<int> other_thread;
+  std::vector<unsigned char> snapshot;
+  std::vector<std::size_t> touched;  // elements accessed by two threads in the current epoch
+};
+
+namespace {
+
+struct cpu_block {
+  const cpu_launch_info* info = nullptr;
+  long b = 0;
+
+  // block-level bodies: scratch for per_thread and the collectives' buffers, reset for each block
+  std::vector<std::unique_ptr<unsigned char[]>> arena_chunks;
+  std::size_t arena_used = 0;      // in the last chunk
+  std::size_t arena_chunk = 0;     // index of the chunk in use
+  static constexpr std::size_t chunk_bytes = 256 * 1024;
+
+  // clocked blocks
+  kernel_context driver;
+  san::fiber_marks* driver_marks = nullptr;
+  std::unique_ptr<kthread[]> threads;  // the pool: max_cpu_threads_per_block records, stacks made as needed
+  int stacks = 0;                      // threads[0..stacks) have a stack
+  std::size_t stack_size = 0;
+  int n = 0;
+  int live = 0;
+  int arrived = 0;
+  std::uint32_t phase = 0;             // grows across blocks: tags of earlier blocks never match
+  combine_fn pending = nullptr;
+  const void* pending_op = nullptr;
+  void (*thread_fn)(void*, int, void*) = nullptr;
+  void* thread_ctx = nullptr;
+  bool warp_ops = false;               // a warp operation happened in this block: resumptions are checked
+  bool cancelled = false;
+  std::exception_ptr first_error;
+  std::unique_ptr<unsigned char[]> banks;  // [2][max threads][slot]: block collectives, then [2][..][..] warp ops
+  std::unique_ptr<std::uint32_t[]> tags;   // [2][max threads] block, then [2][max threads] warp
+  alignas(16) unsigned char result[2][slot_bytes];
+  warp_state warps[max_cpu_threads_per_block / warp_size];
+
+  // checking mode
+  bool checking = false;
+  std::uint32_t epoch = 0;               // barriers passed (block-level: sync() calls)
+  int current_thread = -1;               // whose accesses these are
+  bool in_for_threads = false;
+  std::vector<std::unique_ptr<shared_check>> checks;
+  std::vector<std::string> reports;
+  static constexpr std::size_t max_reports = 8;
+  std::size_t more_reports = 0;
+
+  unsigned char* block_slot(int parity, int t) noexcept {
+    return banks.get() + (static_cast<std::size_t>(parity) * max_cpu_threads_per_block + static_cast<std::size_t>(t)) * slot_bytes;
+  }
+  unsigned char* warp_slot(int parity, int t) noexcept {
+    return block_slot(2 + parity, t);
+  }
+  std::uint32_t& block_tag(int parity, int t) noexcept {
+    return tags[static_cast<std::size_t>(parity) * max_cpu_threads_per_block + static_cast<std::size_t>(t)];
+  }
+  std::uint32_t& warp_tag(int parity, int t) noexcept { return block_tag(2 + parity, t); }
+
+  void report(std::string s) {
+    if (reports.size() < max_reports) {
+      reports.push_back(std::move(s));
+    } else {
+      ++more_reports;
+    }
+  }
+  std::string where() const {
+    const dim3 bid = unflatten(b, info->g.blocks);
+    return "kernel " + std::string(info->kernel) + ", block " + std::to_string(b) + " (" + std::to_string(bid.x) + "," +
+           std::to_string(bid.y) + "," + std::to_string(bid.z) + ")";
   }
 };
 
-boost::context::fiber kthread_main(kthread* k, boost::context::fiber&& driver) {
-  k->driver = std::move(driver);
-  san::after_switch(k->marks, nullptr);
-  while (!k->quit) {
-    try {
-      k->fn(k->ctx, k->t, k);
-    } catch (const boost::context::detail::forced_unwind&) {
-      throw;
-    } catch (...) {
-      k->error = std::current_exception();
-    }
-    k->finished = true;
-    k->to_driver();
-  }
-  san::before_switch(k->marks, *k->driver_marks, /*leaving_for_good=*/true);
-  return std::move(k->driver);
+thread_local cpu_block t_block;
+[[gnu::noipa]] cpu_block& this_block() noexcept { return t_block; }
+
+inline kthread* as_thread(void* self) noexcept { return static_cast<kthread*>(self); }
+
+// ---- switching --------------------------------------------------------------------------------------------------
+
+inline void switch_to(kthread* from, kthread* to) {
+  san::before_switch(from->marks, to->marks);
+  apgas_detail_kernel_switch(&from->ctx, &to->ctx);
+  san::after_switch(from->marks, nullptr);
+  from->block->current_thread = from->t;  // resumed: the shared accesses from here on are this thread's
 }
 
-// The kernel-thread fibers of one OS thread.
-struct kthread_pool {
-  std::vector<std::unique_ptr<kthread>> threads;
-  san::fiber_marks thread_marks;  // used only at thread exit
+// Whether `u` may run now: it starts, or what it waits for has completed.
+bool resumable(const cpu_block& b, const kthread& u) noexcept {
+  switch (u.state) {
+    case wait::fresh: return true;
+    case wait::block: return u.wait_phase + 1 == b.phase;
+    case wait::warp: return u.wait_phase + 1 == b.warps[u.t / warp_size].phase;
+    default: return false;
+  }
+}
 
-  kthread& get(int i, std::size_t stack_size, san::fiber_marks& current) {
-    while (static_cast<int>(threads.size()) <= i) {
-      auto k = std::make_unique<kthread>();
-      kthread* raw = k.get();
-      san::create_fiber(raw->marks);
-      san::tsan_enter(raw->marks);
-      struct marking {
-        guarded_stack_allocator inner;
-        kthread* k;
-        boost::context::stack_context allocate() {
-          auto sc = inner.allocate();
-          k->marks.stack_bottom = static_cast<char*>(sc.sp) - sc.size;
-          k->marks.stack_size = sc.size;
-          return sc;
-        }
-        void deallocate(boost::context::stack_context& sc) noexcept { inner.deallocate(sc); }
-      };
-      try {
-        raw->cont = boost::context::fiber(std::allocator_arg, marking{guarded_stack_allocator(stack_size), raw},
-                                          [raw](boost::context::fiber&& d) { return kthread_main(raw, std::move(d)); });
-      } catch (...) {
-        san::tsan_enter(current);
-        san::destroy_fiber(raw->marks);
-        throw;
-      }
-      san::tsan_enter(current);
-      threads.push_back(std::move(k));
+const char* waiting_on(const kthread& u) noexcept {
+  return u.state == wait::warp ? "a warp operation" : "a block barrier (advance or a block collective)";
+}
+
+// Called before switching to u when warp operations are in use.
+void check_resumable(cpu_block& b, const kthread& from, const kthread& u) {
+  if (b.cancelled || resumable(b, u)) return;
+  b.cancelled = true;
+  b.report("divergent barrier in " + b.where() + ": thread " + std::to_string(u.t) + " waits at " + waiting_on(u) +
+           " while thread " + std::to_string(from.t) + " went on from " +
+           (from.state == wait::warp ? "a warp operation" : "a block barrier") +
+           " (every thread of a warp must reach each warp operation, and every thread of the block each barrier)");
+}
+
+void complete_block_phase(cpu_block& b) {
+  const std::uint32_t p = b.phase;
+  if (b.pending != nullptr) {
+    bool present[max_cpu_threads_per_block];
+    const int parity = static_cast<int>(p & 1);
+    for (int i = 0; i < b.n; ++i) present[i] = b.block_tag(parity, i) == p;
+    b.pending(b.block_slot(parity, 0), present, b.n, b.result[parity], b.pending_op);
+    b.pending = nullptr;
+  }
+  b.phase = p + 1;
+  b.arrived = 0;
+  if (b.checking) b.epoch += 1;
+}
+
+void complete_warp_phase(cpu_block& b, warp_state& w, int warp) {
+  if (w.pending != nullptr) {
+    bool present[warp_size];
+    const int parity = static_cast<int>(w.phase & 1);
+    const int lo = warp * warp_size;
+    const int cnt = std::min(warp_size, b.n - lo);
+    for (int i = 0; i < cnt; ++i) present[i] = b.warp_tag(parity, lo + i) == w.phase;
+    w.pending(b.warp_slot(parity, lo), present, cnt, nullptr, w.op);
+    w.pending = nullptr;
+  }
+  w.phase += 1;
+  w.arrived = 0;
+}
+
+void after_resume(kthread* k) {
+  k->state = wait::running;
+  if (k->block->cancelled) throw block_cancelled{};
+}
+
+// A thread arrives at the block barrier: switch to the next thread in order (completing the phase if it is the last).
+void block_arrive(kthread* k) {
+  cpu_block& b = *k->block;
+  k->arrivals += 1;
+  k->state = wait::block;
+  k->wait_phase = b.phase;
+  kthread* const u = k->next;
+  if (++b.arrived == b.live) complete_block_phase(b);
+  if (u != k) {
+    if (b.warp_ops) check_resumable(b, *k, *u);
+    switch_to(k, u);
+  }
+  after_resume(k);
+}
+
+void warp_arrive(kthread* k) {
+  cpu_block& b = *k->block;
+  const int warp = k->t / warp_size;
+  warp_state& w = b.warps[warp];
+  k->state = wait::warp;
+  k->wait_phase = w.phase;
+  kthread* const u = k->wnext;
+  if (++w.arrived == w.live) complete_warp_phase(b, w, warp);
+  if (u != k) {
+    check_resumable(b, *k, *u);
+    switch_to(k, u);
+  }
+  after_resume(k);
+}
+
+// A thread's body has ended: leave both rings and hand over for good.
+[[noreturn]] void leave(kthread* k) {
+  cpu_block& b = *k->block;
+  const int warp = k->t / warp_size;
+  warp_state& w = b.warps[warp];
+  k->state = wait::done;
+  b.live -= 1;
+  w.live -= 1;
+  kthread* const next = k->next;
+  kthread* const wnext = k->wnext;
+  k->prev->next = next;
+  next->prev = k->prev;
+  k->wprev->wnext = wnext;
+  wnext->wprev = k->wprev;
+  if (w.first == k) w.first = w.live > 0 ? wnext : nullptr;
+  kthread* u;
+  if (b.live == 0) {
+    san::before_switch(k->marks, *b.driver_marks, /*leaving_for_good=*/true);
+    apgas_detail_kernel_switch(&k->ctx, &b.driver);
+    __builtin_unreachable();
+  }
+  if (b.cancelled) {
+    u = next;
+  } else if (w.arrived > 0 && w.live > 0) {
+    // lanes of this warp wait at a warp operation this thread will never reach: it no longer counts
+    if (w.arrived == w.live) {
+      complete_warp_phase(b, w, warp);
+      u = w.first;
+    } else {
+      u = wnext;
     }
-    return *threads[static_cast<std::size_t>(i)];
+  } else {
+    if (b.arrived > 0 && b.arrived == b.live) complete_block_phase(b);
+    u = next;
   }
+  if (b.warp_ops) check_resumable(b, *k, *u);
+  san::before_switch(k->marks, u->marks, /*leaving_for_good=*/true);
+  apgas_detail_kernel_switch(&k->ctx, &u->ctx);
+  __builtin_unreachable();
+}
 
-  static void resume(kthread& k, san::fiber_marks& from) {
-    k.driver_marks = &from;
-    san::before_switch(from, k.marks);
-    k.cont = std::move(k.cont).resume();
-    san::after_switch(from, nullptr);
-  }
-
-  ~kthread_pool() {
-    // At thread exit: let every fiber leave its loop and end (Boost frees its stack).
-    san::adopt_thread(thread_marks);
-    for (auto& k : threads) {
-      if (!k->cont) continue;  // never started
-      k->quit = true;
-      resume(*k, thread_marks);
-      san::destroy_fiber(k->marks);
+void kthread_entry(void* arg) {
+  kthread* k = static_cast<kthread*>(arg);
+  san::after_switch(k->marks, nullptr);
+  cpu_block& b = *k->block;
+  k->state = wait::running;
+  b.current_thread = k->t;
+  if (!b.cancelled) {
+    try {
+      b.thread_fn(b.thread_ctx, k->t, k);
+    } catch (const block_cancelled&) {
+    } catch (...) {
+      if (!b.first_error) b.first_error = std::current_exception();
     }
   }
+  leave(k);
+}
+
+void make_stack(cpu_block& b, kthread& k) {
+  guarded_stack_allocator alloc(b.stack_size);
+  k.stack = alloc.allocate();  // throws std::bad_alloc (the map count can run out: see the message below)
+  san::create_fiber(k.marks);
+  k.marks.stack_bottom = static_cast<char*>(k.stack.sp) - k.stack.size;
+  k.marks.stack_size = k.stack.size;
+}
+
+void free_stacks(cpu_block& b) noexcept {
+  if (!b.threads) return;
+  for (int i = 0; i < b.stacks; ++i) {
+    guarded_stack_allocator alloc(b.stack_size);
+    alloc.deallocate(b.threads[static_cast<std::size_t>(i)].stack);
+    san::destroy_fiber(b.threads[static_cast<std::size_t>(i)].marks);
+  }
+  b.stacks = 0;
+}
+
+struct pool_owner {  // frees the kernel-thread stacks at thread exit
+  ~pool_owner() { free_stacks(this_block()); }
 };
+thread_local pool_owner t_pool_owner;
 
-thread_local kthread_pool t_pool;
-[[gnu::noipa]] kthread_pool& pool() noexcept { return t_pool; }
+void ensure_threads(cpu_block& b, int n) {
+  (void)&t_pool_owner;  // odr-use: constructs it on this thread
+  const std::size_t stack = the_scheduler()->stack_size();
+  if (b.stacks > 0 && b.stack_size != stack) free_stacks(b);  // a later run with another APGAS_STACK_SIZE
+  b.stack_size = stack;
+  if (!b.threads) {
+    b.threads = std::make_unique<kthread[]>(max_cpu_threads_per_block);
+    b.banks = std::make_unique<unsigned char[]>(4 * max_cpu_threads_per_block * slot_bytes);
+    b.tags = std::make_unique<std::uint32_t[]>(4 * max_cpu_threads_per_block);
+    std::fill_n(b.tags.get(), 4 * max_cpu_threads_per_block, ~std::uint32_t{0});
+  }
+  while (b.stacks < n) {
+    try {
+      make_stack(b, b.threads[static_cast<std::size_t>(b.stacks)]);
+    } catch (const std::bad_alloc&) {
+      throw kernel_launch_error(2 /* CUDA_ERROR_OUT_OF_MEMORY */,
+                                "apgas: a clocked block of " + std::to_string(n) +
+                                    " threads on a CPU place needs a stack per thread; stack " +
+                                    std::to_string(b.stacks + 1) + " of " + std::to_string(b.stack_size) +
+                                    " bytes could not be mapped (each guarded stack takes two of the process's memory "
+                                    "mappings, limited by vm.max_map_count; a smaller APGAS_STACK_SIZE does not help "
+                                    "with that limit, fewer threads per block or workers do)");
+    }
+    b.stacks += 1;
+  }
+}
 
-struct block_task final : task {
-  block_task(std::shared_ptr<void> k, void (*f)(void*, int), int blk) : keep(std::move(k)), fn(f), b(blk) {}
+// ---- spawning blocks --------------------------------------------------------------------------------------------
+
+struct block_range_task final : task {
+  block_range_task(std::shared_ptr<void> k, void (*f)(void*, long, long), long l, long h)
+      : keep(std::move(k)), fn(f), lo(l), hi(h) {}
   void invoke() override {
     in_kernel = true;
-    fn(keep.get(), b);
+    // Halve the range while it holds more than one block: the upper half becomes a task thieves can take.
+    while (hi - lo > 1) {
+      const long mid = lo + (hi - lo) / 2;
+      auto* t = new block_range_task(keep, fn, mid, hi);
+      t->governing = governing;
+      t->innermost = innermost;
+      push_task(t);
+      hi = mid;
+    }
+    fn(keep.get(), lo, hi);
   }
   std::shared_ptr<void> keep;
-  void (*fn)(void*, int);
-  int b;
+  void (*fn)(void*, long, long);
+  long lo, hi;
 };
+
+std::string dims(dim3 d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+[[noreturn]] void refuse(const std::string& what) {
+  throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */, "apgas::cuda_kernel: " + what);
+}
+
+void close_epoch(shared_check& c);
 
 }  // namespace
 
-void cpu_block_advance(void* block) { static_cast<kthread*>(block)->to_driver(); }
+// ---- launch preparation -------------------------------------------------------------------------------------------
 
-grid cpu_grid(const grid* explicit_shape) {
-  if (explicit_shape == nullptr) return grid{std::max(1, num_workers()), 1};
+void cpu_prepare(cpu_launch_info& info, const grid* explicit_shape) {
+  scheduler* s = the_scheduler();
+  info.checking = s != nullptr && s->kernel_check();
+  if (explicit_shape == nullptr) {
+    const int workers = std::max(1, num_workers());
+    info.g = info.kind == body_kind::block ? grid{workers, warp_size} : grid{workers, 1};
+    if (info.max_threads > 0 && info.g.threads.x > info.max_threads) info.g.threads = dim3(info.max_threads);
+    return;
+  }
   const grid g = *explicit_shape;
-  if (g.blocks < 1) {
-    throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */, "apgas::cuda_kernel: grid of " + std::to_string(g.blocks) +
-                                     " blocks: a launch needs at least 1 block");
+  if (g.blocks.x < 1 || g.blocks.y < 1 || g.blocks.z < 1) {
+    refuse("grid of " + dims(g.blocks) + " blocks: every dimension needs at least 1 block");
   }
-  if (g.threads < 1 || g.threads > max_cpu_threads_per_block) {
-    throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */, "apgas::cuda_kernel: " + std::to_string(g.threads) +
-                                     " threads per block: expected 1 to " +
-                                     std::to_string(max_cpu_threads_per_block));
+  if (g.threads.x < 1 || g.threads.y < 1 || g.threads.z < 1) {
+    refuse("blocks of " + dims(g.threads) + " threads: every dimension needs at least 1 thread");
   }
-  return g;
+  const long threads = g.threads.count();
+  if (threads > max_cpu_threads_per_block) {
+    refuse(std::to_string(threads) + " threads per block " + dims(g.threads) + ": expected 1 to " +
+           std::to_string(max_cpu_threads_per_block));
+  }
+  if (info.max_threads > 0 && threads > info.max_threads) {
+    refuse(std::to_string(threads) + " threads per block exceed the kernel's launch_bounds of " +
+           std::to_string(info.max_threads));
+  }
+  if (info.checking) {
+    // A GPU refuses these; so does a CPU place in checking mode, so that a kernel tested here launches there.
+    if (g.threads.x > gpu_max_block.x || g.threads.y > gpu_max_block.y || g.threads.z > gpu_max_block.z) {
+      refuse("blocks of " + dims(g.threads) + " threads exceed a GPU's block dimensions " + dims(gpu_max_block) +
+             " (checking mode)");
+    }
+    if (g.blocks.y > gpu_max_grid.y || g.blocks.z > gpu_max_grid.z) {
+      refuse("grid of " + dims(g.blocks) + " blocks exceeds a GPU's grid dimensions " + dims(gpu_max_grid) +
+             " (checking mode)");
+    }
+    if (info.shared_bytes > gpu_max_shared) {
+      refuse("shared memory of " + std::to_string(info.shared_bytes) + " B per block exceeds a GPU's " +
+             std::to_string(gpu_max_shared) + " B (checking mode)");
+    }
+  }
+  info.g = g;
 }
 
-void run_clocked_block_cpu(int threads, void (*thread_fn)(void*, int, void*), void* ctx) {
-  worker* w = this_worker();
-  san::fiber_marks& here_marks = w->running->marks;
-  kthread_pool& p = pool();
-  const std::size_t stack = the_scheduler()->stack_size();
-  for (int i = 0; i < threads; ++i) {
-    kthread& k = p.get(i, stack, here_marks);
-    k.fn = thread_fn;
-    k.ctx = ctx;
-    k.t = i;
-    k.finished = false;
-    k.error = nullptr;
+void* cpu_block_begin(const cpu_launch_info& info, long b) {
+  cpu_block& blk = this_block();
+  blk.info = &info;
+  blk.b = b;
+  blk.arena_chunk = 0;
+  blk.arena_used = 0;
+  blk.checking = info.checking;
+  if (info.checking) {
+    blk.epoch += 1;
+    blk.current_thread = -1;
+    blk.in_for_threads = false;
+    blk.checks.clear();
+    blk.reports.clear();
+    blk.more_reports = 0;
   }
-  int live = threads;
-  std::exception_ptr first_error;
-  while (live > 0) {  // one round = one phase of the block barrier
+  return &blk;
+}
+
+void cpu_block_end(void* block) {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  if (!b.checking) return;
+  for (auto& c : b.checks) close_epoch(*c);
+  if (b.reports.empty()) return;
+  std::string msg = "apgas: kernel checking mode found " +
+                    std::to_string(b.reports.size() + b.more_reports) + " problem(s):";
+  for (const std::string& r : b.reports) msg += "\n  " + r;
+  if (b.more_reports > 0) msg += "\n  (and " + std::to_string(b.more_reports) + " more)";
+  b.reports.clear();
+  throw kernel_check_error(msg);
+}
+
+void cpu_block_failed(std::exception_ptr e) noexcept {
+  task* t = current_task();
+  if (t != nullptr && t->governing != nullptr) t->governing->add_exception(std::move(e));
+}
+
+void spawn_blocks_cpu(long blocks, std::shared_ptr<void> keep, void (*run)(void*, long, long)) {
+  spawn(new block_range_task(std::move(keep), run, 0, blocks));
+}
+
+// ---- clocked blocks -----------------------------------------------------------------------------------------------
+
+void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, void*), void* ctx) {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  ensure_threads(b, threads);
+  b.n = threads;
+  b.live = threads;
+  b.arrived = 0;
+  b.pending = nullptr;
+  b.thread_fn = thread_fn;
+  b.thread_ctx = ctx;
+  b.warp_ops = false;
+  b.cancelled = false;
+  b.first_error = nullptr;
+  b.phase += 2;  // a fresh phase: tags and wait phases of the last block cannot match it
+  kthread* ts = b.threads.get();
+  for (int i = 0; i < threads; ++i) {
+    kthread& k = ts[i];
+    k.block = &b;
+    k.t = i;
+    k.arrivals = 0;
+    k.state = wait::fresh;
+    k.next = &ts[(i + 1) % threads];
+    k.prev = &ts[(i + threads - 1) % threads];
+    const int lo = i / warp_size * warp_size;
+    const int cnt = std::min(warp_size, threads - lo);
+    k.wnext = &ts[lo + (i - lo + 1) % cnt];
+    k.wprev = &ts[lo + (i - lo + cnt - 1) % cnt];
+    kernel_context_start(k.ctx, k.stack.sp, &kthread_entry, &k);
+  }
+  for (int w = 0; w * warp_size < threads; ++w) {
+    warp_state& ws = b.warps[w];
+    ws.phase += 2;
+    ws.live = std::min(warp_size, threads - w * warp_size);
+    ws.arrived = 0;
+    ws.first = &ts[w * warp_size];
+    ws.pending = nullptr;
+  }
+  fiber_ctx* const self = this_worker()->running;
+  b.driver_marks = &self->marks;
+  san::before_switch(self->marks, ts[0].marks);
+  apgas_detail_kernel_switch(&b.driver, &ts[0].ctx);
+  san::after_switch(self->marks, nullptr);
+  b.current_thread = -1;
+  if (b.checking) {
+    // Divergent barriers: every thread that ended normally reached the same number of them.
+    int most = 0;
+    int who = 0;
     for (int i = 0; i < threads; ++i) {
-      kthread& k = *p.threads[static_cast<std::size_t>(i)];
-      if (k.finished) continue;
-      kthread_pool::resume(k, here_marks);
-      if (k.finished) {
-        --live;
-        if (k.error && !first_error) first_error = k.error;
+      if (ts[i].arrivals > most) {
+        most = ts[i].arrivals;
+        who = i;
+      }
+    }
+    for (int i = 0; i < threads; ++i) {
+      if (ts[i].arrivals != most && !b.first_error) {
+        b.report("divergent barrier in " + b.where() + ": thread " + std::to_string(i) + " reached " +
+                 std::to_string(ts[i].arrivals) + " block barrier(s), thread " + std::to_string(who) + " reached " +
+                 std::to_string(most) + " (on a GPU every thread of a block must reach each __syncthreads())");
+        break;
       }
     }
   }
-  if (first_error) std::rethrow_exception(first_error);
+  if (b.cancelled && !b.checking) {
+    // Without checking mode the divergence is still an error: the block could not run as written.
+    std::string msg = "apgas: " + (b.reports.empty() ? std::string("a clocked block was cancelled") : b.reports.front());
+    b.reports.clear();
+    throw kernel_check_error(msg);
+  }
+  if (b.first_error) std::rethrow_exception(b.first_error);
 }
 
-void spawn_blocks_cpu(int blocks, std::shared_ptr<void> keep, void (*block_fn)(void*, int)) {
-  for (int b = 0; b < blocks; ++b) spawn(new block_task(keep, block_fn, b));
+void cpu_advance(void* self) {
+  block_arrive(as_thread(self));
 }
+
+void* cpu_block_slot(void* self) noexcept {
+  kthread* k = as_thread(self);
+  cpu_block& b = *k->block;
+  const int parity = static_cast<int>(b.phase & 1);
+  b.block_tag(parity, k->t) = b.phase;
+  return b.block_slot(parity, k->t);
+}
+
+const void* cpu_block_collect(void* self, combine_fn combine, const void* op) {
+  kthread* k = as_thread(self);
+  cpu_block& b = *k->block;
+  const std::uint32_t p = b.phase;
+  if (combine != nullptr) {
+    b.pending = combine;
+    b.pending_op = op;
+  }
+  block_arrive(k);
+  return b.result[p & 1];
+}
+
+const void* cpu_block_slot_of(void* self, int t) noexcept {
+  kthread* k = as_thread(self);
+  cpu_block& b = *k->block;
+  const std::uint32_t p = b.phase - 1;  // the phase just completed
+  if (t < 0 || t >= b.n || b.block_tag(static_cast<int>(p & 1), t) != p) return nullptr;
+  return b.block_slot(static_cast<int>(p & 1), t);
+}
+
+void* cpu_warp_slot(void* self) noexcept {
+  kthread* k = as_thread(self);
+  cpu_block& b = *k->block;
+  b.warp_ops = true;
+  const warp_state& w = b.warps[k->t / warp_size];
+  const int parity = static_cast<int>(w.phase & 1);
+  b.warp_tag(parity, k->t) = w.phase;
+  return b.warp_slot(parity, k->t);
+}
+
+const void* cpu_warp_collect(void* self, combine_fn combine, const void* op) {
+  kthread* k = as_thread(self);
+  cpu_block& b = *k->block;
+  warp_state& w = b.warps[k->t / warp_size];
+  if (combine != nullptr) {
+    w.pending = combine;
+    w.op = op;
+  }
+  warp_arrive(k);
+  return nullptr;
+}
+
+const void* cpu_warp_slot_of(void* self, int lane) noexcept {
+  kthread* k = as_thread(self);
+  cpu_block& b = *k->block;
+  const int warp = k->t / warp_size;
+  const std::uint32_t p = b.warps[warp].phase - 1;
+  const int t = warp * warp_size + lane;
+  if (lane < 0 || lane >= warp_size || t >= b.n || b.warp_tag(static_cast<int>(p & 1), t) != p) return nullptr;
+  return b.warp_slot(static_cast<int>(p & 1), t);
+}
+
+// ---- block-level bodies -----------------------------------------------------------------------------------------
+
+void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align) {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  if (align < 16) align = 16;
+  if (bytes > cpu_block::chunk_bytes) {
+    throw kernel_launch_error(2 /* CUDA_ERROR_OUT_OF_MEMORY */,
+                              "apgas::thread_block: " + std::to_string(bytes) + " bytes of per-block scratch asked for; "
+                              "at most " + std::to_string(cpu_block::chunk_bytes) + " at once");
+  }
+  while (true) {
+    if (b.arena_chunk == b.arena_chunks.size()) {
+      b.arena_chunks.push_back(std::make_unique<unsigned char[]>(cpu_block::chunk_bytes + 64));
+      b.arena_used = 0;
+    }
+    unsigned char* base = b.arena_chunks[b.arena_chunk].get();
+    const auto addr = reinterpret_cast<std::uintptr_t>(base) + b.arena_used;
+    const std::size_t pad = (align - addr % align) % align;
+    if (b.arena_used + pad + bytes <= cpu_block::chunk_bytes) {
+      b.arena_used += pad + bytes;
+      return reinterpret_cast<void*>(addr + pad);
+    }
+    b.arena_chunk += 1;
+    b.arena_used = 0;
+  }
+}
+
+void cpu_block_sync(void* block) {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  if (!b.checking) return;
+  if (b.current_thread >= 0 && b.info->kind == body_kind::block) {
+    b.report("sync() inside for_threads in " + b.where() + " (thread " + std::to_string(b.current_thread) +
+             "): on a GPU that is a barrier only some iterations reach; call sync() between for_threads loops");
+  }
+  b.epoch += 1;
+}
+
+bool cpu_block_checking(const void* block) noexcept {
+  return static_cast<const cpu_block*>(block)->checking;
+}
+
+void cpu_block_set_thread(void* block, int t) noexcept {
+  static_cast<cpu_block*>(block)->current_thread = t;
+}
+
+// ---- the checking mode's shared-array watch ---------------------------------------------------------------------
+
+shared_check* cpu_shared_checker(void* block, int index, void* base, std::size_t n, std::size_t elem_bytes) {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  if (!b.checking) return nullptr;
+  for (auto& c : b.checks) {
+    if (c->index == index) return c.get();
+  }
+  auto c = std::make_unique<shared_check>();
+  c->block = &b;
+  c->index = index;
+  c->base = static_cast<unsigned char*>(base);
+  c->n = n;
+  c->elem = elem_bytes;
+  c->epoch.assign(n, 0);
+  c->first_thread.assign(n, -1);
+  c->other_thread.assign(n, -1);
+  c->snapshot.assign(n * elem_bytes, 0);
+  b.checks.push_back(std::move(c));
+  return b.checks.back().get();
+}
+
+namespace {
+// At a new epoch: report the elements two threads touched in the last one whose value changed (a race on a GPU).
+void close_epoch(shared_check& c) {
+  cpu_block& b = *c.block;
+  for (std::size_t i : c.touched) {
+    if (std::memcmp(c.snapshot.data() + i * c.elem, c.base + i * c.elem, c.elem) != 0) {
+      b.report("data race on shared array " + std::to_string(c.index) + " (a resource of the kernel) in " + b.where() +
+               ": threads " + std::to_string(c.first_thread[i]) + " and " + std::to_string(c.other_thread[i]) +
+               " both accessed element " + std::to_string(i) +
+               " between two barriers and its value changed (one of them wrote it)");
+    }
+  }
+  c.touched.clear();
+}
+}  // namespace
+
+bool cpu_shared_access(shared_check* c, std::size_t i) noexcept {
+  cpu_block& b = *c->block;
+  const int t = b.current_thread;
+  if (i >= c->n) {
+    b.report("index " + std::to_string(i) + " outside shared array " + std::to_string(c->index) + " of " +
+             std::to_string(c->n) + " elements in " + b.where() + ", thread " + std::to_string(t));
+    return false;
+  }
+  // An epoch stamp that does not match: the first access since a barrier. Races of the previous epoch are judged
+  // now, before the stamps are overwritten (values cannot change between the barrier and this access by design:
+  // this is the first access after it).
+  const std::uint32_t now = b.epoch;
+  if (!c->touched.empty() && c->epoch[c->touched.front()] != now) close_epoch(*c);
+  if (t < 0) return true;  // the block itself (outside for_threads): on a GPU every thread does this alike
+  if (c->epoch[i] != now) {
+    c->epoch[i] = now;
+    c->first_thread[i] = t;
+    c->other_thread[i] = -1;
+    std::memcpy(c->snapshot.data() + i * c->elem, c->base + i * c->elem, c->elem);
+  } else if (t != c->first_thread[i] && c->other_thread[i] < 0) {
+    c->other_thread[i] = t;
+    c->touched.push_back(i);
+  }
+  return true;
+}
+
+// ---- places -------------------------------------------------------------------------------------------------------
 
 void check_kernel_place(place p) {
   (void)place_of(p.id());

@@ -154,7 +154,7 @@ task& require_unrestricted_activity(const char* what) {
   return t;
 }
 
-scheduler::scheduler(const config& cfg) : stack_size_(cfg.stack_size) {
+scheduler::scheduler(const config& cfg) : stack_size_(cfg.stack_size), kernel_check_(cfg.kernel_check) {
   install_overflow_handler();
   const int n = cfg.nthreads > 0 ? cfg.nthreads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   workers_.reserve(static_cast<std::size_t>(n));

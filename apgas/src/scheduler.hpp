@@ -82,6 +82,8 @@ class scheduler {
 
   int size() const noexcept { return static_cast<int>(workers_.size()); }
   std::size_t stack_size() const noexcept { return stack_size_; }
+  /// config::kernel_check of the run.
+  bool kernel_check() const noexcept { return kernel_check_; }
 
   /// Make an item runnable from any thread (pushed on the caller's deque if it is one of our workers).
   void submit(work_deque::item it);
@@ -103,6 +105,7 @@ class scheduler {
   void worker_main(worker* w);
 
   std::size_t stack_size_;
+  bool kernel_check_;
   std::vector<std::unique_ptr<worker>> workers_;
   spin_mutex inject_mutex_;
   std::deque<work_deque::item> injected_;

@@ -37,6 +37,11 @@ device::device(const driver& d, int ordinal, std::size_t slice_bytes, int slices
   limits_.sms = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   limits_.max_threads_per_block = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   limits_.max_blocks = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  limits_.max_grid_y = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+  limits_.max_grid_z = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+  limits_.max_block = dim3(attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+                           attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                           attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z));
   limits_.max_shared_optin =
       static_cast<std::size_t>(attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
   if (limits_.max_shared_optin == 0) {
@@ -630,7 +635,9 @@ void device::launch(gpu_kernel_request& r) {
       check(d_.cuMemcpyHtoDAsync(c, block.data + constant_at, r.constant.size(), s), "cuMemcpyHtoDAsync (constant)");
       enqueued = true;
     }
-    check(d_.cuLaunchKernel(f.fn, static_cast<unsigned>(g.blocks), 1, 1, static_cast<unsigned>(g.threads), 1, 1,
+    check(d_.cuLaunchKernel(f.fn, static_cast<unsigned>(g.blocks.x), static_cast<unsigned>(g.blocks.y),
+                            static_cast<unsigned>(g.blocks.z), static_cast<unsigned>(g.threads.x),
+                            static_cast<unsigned>(g.threads.y), static_cast<unsigned>(g.threads.z),
                             static_cast<unsigned>(r.dynamic_shared), s, params, nullptr),
           "cuLaunchKernel", true);
   } catch (...) {

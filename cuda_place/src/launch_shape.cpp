@@ -11,23 +11,38 @@ constexpr int invalid_value = 1;  // CUDA_ERROR_INVALID_VALUE: what the driver w
 
 std::string at_place(int place_id) { return " on GPU place " + std::to_string(place_id); }
 
+// A 1-D shape prints as its count, as in the messages of 1-D launches; others as (x,y,z).
+bool one_d(dim3 d) { return d.y == 1 && d.z == 1; }
+std::string dims(dim3 d) {
+  if (one_d(d)) return std::to_string(d.x);
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
 }  // namespace
 
 void check_launch(const grid& g, std::size_t dynamic_shared, const device_limits& dev, const function_limits& fn,
                   int place_id) {
-  if (g.blocks < 1 || g.blocks > dev.max_blocks) {
-    throw kernel_launch_error(invalid_value, "apgas::cuda_kernel: grid of " + std::to_string(g.blocks) +
-                                                 " blocks" + at_place(place_id) + ": expected 1 to " +
-                                                 std::to_string(dev.max_blocks));
+  const dim3 b = g.blocks;
+  const dim3 max_grid(dev.max_blocks, dev.max_grid_y, dev.max_grid_z);
+  if (b.x < 1 || b.y < 1 || b.z < 1 || b.x > max_grid.x || b.y > max_grid.y || b.z > max_grid.z) {
+    throw kernel_launch_error(invalid_value, "apgas::cuda_kernel: grid of " + dims(b) + " blocks" + at_place(place_id) +
+                                                 ": expected 1 to " +
+                                                 (one_d(b) ? std::to_string(max_grid.x) : dims(max_grid) + " per dimension"));
   }
+  const dim3 t = g.threads;
   const int max_threads = fn.max_threads_per_block < dev.max_threads_per_block ? fn.max_threads_per_block
                                                                                 : dev.max_threads_per_block;
-  if (g.threads < 1 || g.threads > max_threads) {
-    throw kernel_launch_error(invalid_value, "apgas::cuda_kernel: " + std::to_string(g.threads) +
+  if (t.x < 1 || t.y < 1 || t.z < 1 || t.count() > max_threads) {
+    throw kernel_launch_error(invalid_value, "apgas::cuda_kernel: " + (one_d(t) ? std::to_string(t.x) : std::to_string(t.count()) + " (" + dims(t) + ")") +
                                                  " threads per block" + at_place(place_id) + ": expected 1 to " +
                                                  std::to_string(max_threads) + " (the device allows " +
                                                  std::to_string(dev.max_threads_per_block) + ", this kernel " +
                                                  std::to_string(fn.max_threads_per_block) + ")");
+  }
+  if (t.x > dev.max_block.x || t.y > dev.max_block.y || t.z > dev.max_block.z) {
+    throw kernel_launch_error(invalid_value, "apgas::cuda_kernel: blocks of " + dims(t) + " threads" +
+                                                 at_place(place_id) + " exceed the device's block dimensions " +
+                                                 dims(dev.max_block));
   }
   const std::size_t room = dev.max_shared_optin > fn.static_shared ? dev.max_shared_optin - fn.static_shared : 0;
   if (dynamic_shared > room) {

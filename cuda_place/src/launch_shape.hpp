@@ -12,6 +12,9 @@ struct device_limits {
   int sms = 0;                      ///< multiprocessors
   int max_threads_per_block = 0;
   int max_blocks = 0;               ///< grid x dimension
+  int max_grid_y = 65535;           ///< grid y and z dimensions
+  int max_grid_z = 65535;
+  dim3 max_block{1024, 1024, 64};   ///< block dimensions
   std::size_t max_shared_optin = 0; ///< dynamic + static shared memory one block may opt in to
   std::size_t shared_per_sm = 0;
   int threads_per_sm = 0;

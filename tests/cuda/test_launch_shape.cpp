@@ -89,7 +89,7 @@ void expect_mentions(const std::string& what, const std::vector<std::string>& pa
 }
 
 // (blocks, threads), comparable and printable by gtest.
-std::pair<int, int> shape(const grid& g) { return {g.blocks, g.threads}; }
+std::pair<int, int> shape(const grid& g) { return {g.blocks.x, g.threads.x}; }
 
 // ---- check_launch ------------------------------------------------------------------------------------------------
 

@@ -107,6 +107,15 @@ class kernel_launch_error : public cuda_error {
   using cuda_error::cuda_error;
 };
 
+/// What the checking mode of CPU places (APGAS_KERNEL_CHECK=1) found wrong in a kernel that would be undefined on a
+/// GPU — a divergent barrier, a shared-array index outside the array, a data race on a shared array — naming the
+/// kernel, the block, the threads and the index. Also thrown, checking mode or not, for a clocked block that cannot
+/// go on as written (a warp operation not reached by every thread of its warp).
+class kernel_check_error : public error {
+ public:
+  using error::error;
+};
+
 /// An invalid configuration value (environment variable or apgas::config field); the message names the variable,
 /// the value and the accepted range.
 class config_error : public error {

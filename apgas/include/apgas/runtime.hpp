@@ -42,6 +42,11 @@ struct config {
   /// (APGAS_CONNECT_TIMEOUT, 1 to 3600); a peer not heard from by then stops start-up with a message naming it.
   int connect_timeout_s = 60;
 
+  /// The checking mode of kernels on CPU places (APGAS_KERNEL_CHECK=1): a launch is held to a GPU's limits, and
+  /// divergent barriers, shared-array indices outside the array and data races on shared arrays are reported as
+  /// kernel_check_error (apgas/kernel.hpp). Costs time; off by default.
+  bool kernel_check = false;
+
   /// The configuration given by the environment. Throws config_error.
   static config from_env();
   /// Throws config_error if a field is out of range.

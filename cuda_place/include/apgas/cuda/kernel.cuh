@@ -6,11 +6,11 @@
 /// --expt-relaxed-constexpr (std::span and the thread handle in device code).
 ///
 /// One kernel closure type K instantiates one __global__ function template. It takes two parameters: the body (the
-/// closure's captures, by value — or, when body and descriptor would not fit in the 4 KiB parameter space, a pointer
-/// to a device copy of the body: chosen at compile time) and a descriptor of the resources (offsets into the dynamic
+/// closure's captures, by value — or, when body and descriptor would not fit in the kernel parameter space (32764
+/// bytes since CUDA 12.1, param_space), a pointer to a device copy of the body: chosen at compile time) and a descriptor of the resources (offsets into the dynamic
 /// shared memory, device addresses of global_from buffers and shared_from sources, offsets into the constant
 /// buffer). Each block first fills its shared arrays (all threads cooperate, then __syncthreads()), then every thread
-/// calls the body. The pre step on the host (gpu_launch in the core, cuda_place/src/backend.cpp) resolves the
+/// calls the body. The pre step on the host (gpu_launch in the core, cuda_place/src/device.cpp) resolves the
 /// function, chooses or checks the grid, uploads the buffers and the constant data and launches; the post step
 /// frees the buffers and notifies the finish.
 ///
@@ -91,15 +91,17 @@ inline void* resolve_entry(const void* entry) {
 template <class R>
 struct dev_res;
 
-template <class T>
-struct dev_res<shared_array<T>> {  // a per-block array filled with one value
+template <class T, std::size_t N, bool Fill>
+struct dev_res<shared_array<T, N, Fill>> {  // a per-block array, filled with one value or left as it is
   std::size_t offset, n;
   T value;
   __device__ void fill(unsigned char* smem) const {
-    T* a = reinterpret_cast<T*>(smem + offset);
-    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) a[i] = value;
+    if constexpr (Fill) {
+      T* a = reinterpret_cast<T*>(smem + offset);
+      for (std::size_t i = gpu_linear_thread(); i < n; i += gpu_block_threads()) a[i] = value;
+    }
   }
-  __device__ std::span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
+  __device__ shared_span<T, N> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
 };
 
 template <class T>
@@ -108,9 +110,9 @@ struct dev_res<shared_copy<T>> {  // a per-block array filled from a device copy
   const T* source;
   __device__ void fill(unsigned char* smem) const {
     T* a = reinterpret_cast<T*>(smem + offset);
-    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) a[i] = source[i];
+    for (std::size_t i = gpu_linear_thread(); i < n; i += gpu_block_threads()) a[i] = source[i];
   }
-  __device__ std::span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
+  __device__ shared_span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
 };
 
 template <class T>
@@ -156,25 +158,31 @@ __host__ __device__ const auto& get(const dev_desc<R0, Rest...>& d) {
   }
 }
 
+// Resources whose per-block array the block fills before the body runs (so a barrier must follow the fills).
 template <class R>
-inline constexpr bool uses_shared = false;
+inline constexpr bool fills_shared = false;
+template <class T, std::size_t N>
+inline constexpr bool fills_shared<shared_array<T, N, true>> = true;
 template <class T>
-inline constexpr bool uses_shared<shared_array<T>> = true;
-template <class T>
-inline constexpr bool uses_shared<shared_copy<T>> = true;
+inline constexpr bool fills_shared<shared_copy<T>> = true;
 
 /// Alignment of the dynamic shared memory's base, and so the most a shared array's element type may ask for.
 inline constexpr std::size_t shared_base_align = 128;
 extern __shared__ __align__(128) unsigned char dynamic_shared[];
 
-template <bool Clocked, class Body, class... R, std::size_t... I>
+__device__ inline dim3 to_dim3(::dim3 d) { return dim3(static_cast<int>(d.x), static_cast<int>(d.y), static_cast<int>(d.z)); }
+
+template <body_kind Kind, class Body, class... R, std::size_t... I>
 __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_sequence<I...>) {
   (get<I>(d).fill(dynamic_shared), ...);
-  if constexpr ((uses_shared<R> || ...)) __syncthreads();
-  if constexpr (Clocked) {
-    body(clocked_thread(blockIdx.x, threadIdx.x, gridDim.x, blockDim.x, nullptr), get<I>(d).param(dynamic_shared)...);
+  if constexpr ((fills_shared<R> || ...)) __syncthreads();
+  const dim3 tid = to_dim3(threadIdx), bid = to_dim3(blockIdx), bdim = to_dim3(blockDim), gdim = to_dim3(gridDim);
+  if constexpr (Kind == body_kind::clocked) {
+    body(clocked_thread(tid, bid, bdim, gdim, nullptr), get<I>(d).param(dynamic_shared)...);
+  } else if constexpr (Kind == body_kind::block) {
+    body(thread_block(bid, bdim, gdim, nullptr), get<I>(d).param(dynamic_shared)...);
   } else {
-    body(thread_handle(blockIdx.x, threadIdx.x, gridDim.x, blockDim.x), get<I>(d).param(dynamic_shared)...);
+    body(thread_handle(tid, bid, bdim, gdim), get<I>(d).param(dynamic_shared)...);
   }
 }
 
@@ -192,16 +200,30 @@ __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_
 #define APGAS_DETAIL_CHECK_DEVICE_BODY(Body)
 #endif
 
-template <bool Clocked, class Body, class... R>
+template <body_kind Kind, class Body, class... R>
 __global__ void entry_direct(Body body, dev_desc<R...> d) {
   APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
-  run_block<Clocked>(body, d, std::index_sequence_for<R...>{});
+  run_block<Kind>(body, d, std::index_sequence_for<R...>{});
 }
 
-template <bool Clocked, class Body, class... R>
+template <body_kind Kind, class Body, class... R>
 __global__ void entry_spilled(const Body* body, dev_desc<R...> d) {
   APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
-  run_block<Clocked>(*body, d, std::index_sequence_for<R...>{});
+  run_block<Kind>(*body, d, std::index_sequence_for<R...>{});
+}
+
+// The same with CUDA's __launch_bounds__ (launch_bounds<MaxThreads, MinBlocks>(...)): the compiler budgets registers
+// so that MaxThreads threads per block (and MinBlocks blocks per SM) fit.
+template <int MaxThreads, int MinBlocks, body_kind Kind, class Body, class... R>
+__global__ void __launch_bounds__(MaxThreads, MinBlocks) entry_direct_bounded(Body body, dev_desc<R...> d) {
+  APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
+  run_block<Kind>(body, d, std::index_sequence_for<R...>{});
+}
+
+template <int MaxThreads, int MinBlocks, body_kind Kind, class Body, class... R>
+__global__ void __launch_bounds__(MaxThreads, MinBlocks) entry_spilled_bounded(const Body* body, dev_desc<R...> d) {
+  APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
+  run_block<Kind>(*body, d, std::index_sequence_for<R...>{});
 }
 #undef APGAS_DETAIL_CHECK_DEVICE_BODY
 
@@ -243,8 +265,8 @@ constexpr std::size_t shared_alignment() {
 template <class T>
 inline constexpr std::size_t shared_align = shared_alignment<T>();
 
-template <class T>
-resource_slot lay_out(launch_layout& l, const shared_array<T>& r) {
+template <class T, std::size_t N, bool Fill>
+resource_slot lay_out(launch_layout& l, const shared_array<T, N, Fill>& r) {
   return {l.place_shared(r.n * sizeof(T), shared_align<T>), -1};
 }
 template <class T>
@@ -265,8 +287,9 @@ resource_slot lay_out(launch_layout& l, const global_copy<T>& r) {
   return {0, l.upload(r.data->data(), r.data->size() * sizeof(T))};
 }
 
-template <class T>
-void describe(dev_res<shared_array<T>>& d, const shared_array<T>& r, resource_slot s, const std::uintptr_t*) {
+template <class T, std::size_t N, bool Fill>
+void describe(dev_res<shared_array<T, N, Fill>>& d, const shared_array<T, N, Fill>& r, resource_slot s,
+              const std::uintptr_t*) {
   d.offset = s.offset;
   d.n = r.n;
   d.value = r.value;
@@ -306,7 +329,8 @@ template <class K, class Shape, class... R>
 void launch_parts(place p, const Shape& shape, const void* body, const std::tuple<R...>& res) {
   using Body = decltype(K::body);
   using desc_t = dev_desc<R...>;
-  constexpr bool clocked = K::clocked;
+  using traits = shape_traits<Shape>;
+  constexpr body_kind kind = K::kind;
   constexpr bool spill = sizeof(Body) + sizeof(desc_t) > param_space;
 
   desc_context<R...> ctx{&res, {}};
@@ -316,17 +340,25 @@ void launch_parts(place p, const Shape& shape, const void* body, const std::tupl
   }(std::index_sequence_for<R...>{});
 
   gpu_kernel_request r;
-  if constexpr (spill) {
-    r.entry = reinterpret_cast<const void*>(&entry_spilled<clocked, Body, R...>);
+  if constexpr (traits::max_threads > 0) {
+    if constexpr (spill) {
+      r.entry = reinterpret_cast<const void*>(
+          &entry_spilled_bounded<traits::max_threads, traits::min_blocks, kind, Body, R...>);
+    } else {
+      r.entry = reinterpret_cast<const void*>(
+          &entry_direct_bounded<traits::max_threads, traits::min_blocks, kind, Body, R...>);
+    }
+  } else if constexpr (spill) {
+    r.entry = reinterpret_cast<const void*>(&entry_spilled<kind, Body, R...>);
   } else {
-    r.entry = reinterpret_cast<const void*>(&entry_direct<clocked, Body, R...>);
+    r.entry = reinterpret_cast<const void*>(&entry_direct<kind, Body, R...>);
   }
   r.what = "kernel";
   r.resolve = &resolve_entry;
   r.constant_symbol = layout.constant.empty() ? nullptr : &constant_address<>;
   r.constant_capacity = APGAS_CONSTANT_BYTES;
   r.constant = std::span<const std::byte>(layout.constant);
-  if constexpr (std::is_same_v<Shape, grid>) r.shape = &shape;
+  r.shape = traits::explicit_grid(shape);
   r.dynamic_shared = layout.shared_bytes;
   r.uploads = std::move(layout.uploads);
   r.write_desc = [](void* out, const void* c, const std::uintptr_t* uploads) {

@@ -1,0 +1,218 @@
+#pragma once
+// Kernel closures on CPU places: the templates that run a block (included by apgas/kernel.hpp; not API). The
+// non-template half — the clocked threads, the per-block state, the checking mode — is apgas/src/kernel_cpu.cpp.
+//
+// A launch is split into tasks over ranges of blocks (halved until one block each, as work is stolen); a task reuses
+// its per-block storage from one block to the next. Each block's exception goes to the governing finish on its own,
+// so one failed block does not stop the others. Included by apgas/kernel.hpp after the types it uses.
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace apgas::detail {
+
+/// What the CPU runtime needs to know about a launch (no template parameter in it).
+struct cpu_launch_info {
+  grid g;                       ///< the validated shape
+  body_kind kind = body_kind::plain;
+  int max_threads = 0;          ///< launch bounds, 0 = none
+  std::size_t shared_bytes = 0; ///< shared memory per block (for the checking mode's GPU limit)
+  bool checking = false;
+  const char* kernel = "";      ///< the body's type name, for reports
+};
+
+/// Validate and complete `info` for the caller's host place: the explicit grid (or auto_grid's CPU shape), and, in
+/// checking mode, a GPU's limits. Throws kernel_launch_error naming the value and the limit.
+void cpu_prepare(cpu_launch_info& info, const grid* explicit_shape);
+
+/// The calling worker's block state, reset for block `b` of a launch (blocks on a worker never overlap: a body
+/// cannot block). Returned as the opaque pointer the handles carry.
+void* cpu_block_begin(const cpu_launch_info& info, long b);
+/// The block has ended: in checking mode, throws kernel_check_error for what was found.
+void cpu_block_end(void* block);
+/// In checking mode, the checker for shared array number `index` of the current block; null otherwise.
+shared_check* cpu_shared_checker(void* block, int index, void* base, std::size_t n, std::size_t elem_bytes);
+/// Run `threads` clocked threads of the current block; thread_fn(ctx, t, self) runs thread t, `self` being what its
+/// clocked_thread handle carries.
+void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void* ctx, int t, void* self), void* ctx);
+/// Plain bodies in checking mode: the thread the next shared accesses belong to.
+void cpu_block_set_thread(void* block, int t) noexcept;
+/// Spawn tasks that run blocks [0, blocks), governed like an async of the caller; `keep` is released when the last
+/// has ended. run(ctx, lo, hi) runs blocks lo..hi-1 and returns; spawn_blocks_cpu splits ranges itself.
+void spawn_blocks_cpu(long blocks, std::shared_ptr<void> keep, void (*run)(void* ctx, long lo, long hi));
+/// Record a block's exception in the governing finish of the calling task.
+void cpu_block_failed(std::exception_ptr e) noexcept;
+
+/// The block index of linear block b (x fastest).
+inline dim3 unflatten(long b, dim3 g) noexcept {
+  const long xy = static_cast<long>(g.x) * g.y;
+  return dim3(static_cast<int>(b % g.x), static_cast<int>((b / g.x) % g.y), static_cast<int>(b / xy));
+}
+
+/// Aligned raw storage for n elements of a trivially copyable T (64-byte aligned: vector loads stay within lines).
+template <class T>
+class block_buffer {
+ public:
+  explicit block_buffer(std::size_t n)
+      : p_(static_cast<T*>(::operator new(std::max<std::size_t>(n, 1) * sizeof(T), std::align_val_t{64}))), n_(n) {}
+  ~block_buffer() { ::operator delete(p_, std::align_val_t{64}); }
+  block_buffer(const block_buffer&) = delete;
+  block_buffer& operator=(const block_buffer&) = delete;
+  T* data() const noexcept { return p_; }
+  std::size_t size() const noexcept { return n_; }
+
+ private:
+  T* p_;
+  std::size_t n_;
+};
+
+template <class R>
+struct block_storage;  // what one task holds for resource R, refilled for each block
+template <class T, std::size_t N, bool Fill>
+struct block_storage<shared_array<T, N, Fill>> {
+  block_buffer<T> buf;
+  explicit block_storage(const shared_array<T, N, Fill>& r) : buf(r.n) {}
+  void begin_block(const shared_array<T, N, Fill>& r) {
+    if constexpr (Fill) {
+      for (std::size_t i = 0; i < r.n; ++i) buf.data()[i] = r.value;
+    }
+  }
+  shared_span<T, N> param(const shared_array<T, N, Fill>&, void* block, int index) {
+    return {buf.data(), buf.size(), cpu_shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
+  }
+};
+template <class T>
+struct block_storage<shared_copy<T>> {
+  block_buffer<T> buf;
+  explicit block_storage(const shared_copy<T>& r) : buf(r.data->size()) {}
+  void begin_block(const shared_copy<T>& r) {
+    if (!r.data->empty()) std::memcpy(buf.data(), r.data->data(), r.data->size() * sizeof(T));
+  }
+  shared_span<T> param(const shared_copy<T>&, void* block, int index) {
+    return {buf.data(), buf.size(), cpu_shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
+  }
+};
+template <class T>
+struct block_storage<constant_copy<T>> {
+  explicit block_storage(const constant_copy<T>&) {}
+  void begin_block(const constant_copy<T>&) {}
+  std::span<const T> param(const constant_copy<T>& r, void*, int) { return *r.data; }
+};
+template <class T>
+struct block_storage<global_copy<T>> {
+  explicit block_storage(const global_copy<T>&) {}
+  void begin_block(const global_copy<T>&) {}
+  // One writable buffer for the whole launch on the device; on a CPU place the launch record owns it.
+  std::span<T> param(const global_copy<T>& r, void*, int) {
+    return std::span<T>(const_cast<T*>(r.data->data()), r.data->size());
+  }
+};
+
+/// Shared memory one block of a launch uses for resource r.
+template <class T, std::size_t N, bool Fill>
+std::size_t shared_bytes(const shared_array<T, N, Fill>& r) noexcept {
+  return r.n * sizeof(T);
+}
+template <class T>
+std::size_t shared_bytes(const shared_copy<T>& r) noexcept {
+  return r.data->size() * sizeof(T);
+}
+template <class R>
+std::size_t shared_bytes(const R&) noexcept {
+  return 0;
+}
+
+template <class K>
+struct cpu_launch {
+  K k;
+  cpu_launch_info info;
+
+  using resources_t = decltype(K::resources);
+  static constexpr std::size_t nres = std::tuple_size_v<resources_t>;
+
+  template <std::size_t... I>
+  void run_range(long lo, long hi, std::index_sequence<I...>) {
+    using storage_t = std::tuple<block_storage<std::tuple_element_t<I, resources_t>>...>;
+    storage_t st(std::get<I>(k.resources)...);
+    for (long b = lo; b < hi; ++b) {
+      try {
+        void* blk = cpu_block_begin(info, b);
+        (std::get<I>(st).begin_block(std::get<I>(k.resources)), ...);
+        run_block(blk, b, st, std::index_sequence<I...>{});
+        cpu_block_end(blk);
+      } catch (...) {
+        cpu_block_failed(std::current_exception());
+      }
+    }
+  }
+
+  template <class Storage, std::size_t... I>
+  void run_block(void* blk, long b, Storage& st, std::index_sequence<I...>) {
+    const grid g = info.g;
+    const dim3 bid = unflatten(b, g.blocks);
+    if constexpr (K::kind == body_kind::clocked) {
+      struct ctx_t {
+        cpu_launch* self;
+        dim3 bid;
+        void* blk;
+        Storage* st;
+      } ctx{this, bid, blk, &st};
+      cpu_run_clocked(
+          blk, static_cast<int>(g.threads.count()),
+          [](void* c, int t, void* me) {
+            auto& x = *static_cast<ctx_t*>(c);
+            const dim3 bd = x.self->info.g.threads;
+            const dim3 tid(t % bd.x, (t / bd.x) % bd.y, t / (bd.x * bd.y));
+            x.self->k.body(clocked_thread(tid, x.bid, bd, x.self->info.g.blocks, me),
+                           std::get<I>(*x.st).param(std::get<I>(x.self->k.resources), x.blk, static_cast<int>(I))...);
+          },
+          &ctx);
+    } else if constexpr (K::kind == body_kind::block) {
+      k.body(thread_block(bid, g.threads, g.blocks, blk),
+             std::get<I>(st).param(std::get<I>(k.resources), blk, static_cast<int>(I))...);
+    } else {
+      const bool checking = info.checking;
+      int t = 0;
+      for (int z = 0; z < g.threads.z; ++z) {
+        for (int y = 0; y < g.threads.y; ++y) {
+          for (int x = 0; x < g.threads.x; ++x, ++t) {
+            if (checking) cpu_block_set_thread(blk, t);
+            k.body(thread_handle(dim3(x, y, z), bid, g.threads, g.blocks),
+                   std::get<I>(st).param(std::get<I>(k.resources), blk, static_cast<int>(I))...);
+          }
+        }
+      }
+    }
+  }
+};
+
+/// Validate kernel `k` for the caller's host place and copy what it needs (throws kernel_launch_error).
+template <class K>
+std::shared_ptr<cpu_launch<K>> prepare_kernel_cpu(const K& k) {
+  using traits = shape_traits<decltype(k.shape)>;
+  cpu_launch_info info;
+  info.kind = K::kind;
+  info.max_threads = traits::max_threads;
+  info.kernel = type_name<decltype(k.body)>();
+  std::apply([&](const auto&... r) { ((info.shared_bytes += shared_bytes(r)), ...); }, k.resources);
+  cpu_prepare(info, traits::explicit_grid(k.shape));
+  return std::make_shared<cpu_launch<K>>(cpu_launch<K>{k, info});
+}
+
+/// Start a prepared launch: tasks over the blocks, governed by the caller's innermost finish.
+template <class K>
+void start_kernel_cpu(std::shared_ptr<cpu_launch<K>> launch) {
+  const long blocks = launch->info.g.blocks.count();
+  spawn_blocks_cpu(blocks, std::move(launch), [](void* c, long lo, long hi) {
+    auto* l = static_cast<cpu_launch<K>*>(c);
+    l->run_range(lo, hi, std::make_index_sequence<cpu_launch<K>::nres>{});
+  });
+}
+
+}  // namespace apgas::detail

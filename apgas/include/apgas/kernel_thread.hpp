@@ -1,0 +1,849 @@
+#pragma once
+/// @file kernel_thread.hpp
+/// What a kernel body sees: launch shapes (dim3, grid), the thread handles of the three kinds of body, shared arrays,
+/// and the block- and warp-level operations. Included by apgas/kernel.hpp; see there for cuda_kernel itself.
+///
+/// Three kinds of body, told apart by the type of their first parameter:
+///  - `apgas::thread t` (plain): every thread runs the body once, with no barrier. On a CPU place the threads of a
+///    block are a loop.
+///  - `apgas::clocked_thread t` (X10's clocked pattern, CUDA's `__syncthreads()` style): the threads of a block share
+///    a barrier, `t.advance()`, and the block and warp collectives below. On a CPU place each thread is a fiber; a
+///    barrier switches straight to the next thread of the block (decision 0009).
+///  - `apgas::thread_block b` (block level, Kokkos' TeamPolicy style): the body runs once per block and splits its
+///    work over the block's threads with `b.for_threads(f)`; `b.sync()` is the barrier. On a GPU every thread runs the
+///    body and `for_threads` is one call of f; on a CPU place `for_threads` is a plain loop the compiler vectorises.
+/// docs/porting.md maps each CUDA construct to its form here.
+
+#include <apgas/error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define APGAS_KERNEL __host__ __device__
+#define APGAS_DETAIL_HD __host__ __device__
+#else
+#define APGAS_KERNEL
+#define APGAS_DETAIL_HD
+#endif
+
+// The loop over a block's threads on a CPU place: GPU threads of a block are independent between barriers, so the
+// iterations are too; tell the compiler (it need not prove the absence of aliasing to vectorise).
+#if defined(__clang__)
+#define APGAS_DETAIL_INDEPENDENT _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define APGAS_DETAIL_INDEPENDENT _Pragma("GCC ivdep")
+#else
+#define APGAS_DETAIL_INDEPENDENT
+#endif
+
+namespace apgas {
+
+/// A launch extent in up to three dimensions (CUDA's dim3): x fastest. Converts from an int for 1-D shapes.
+struct dim3 {
+  int x = 1;
+  int y = 1;
+  int z = 1;
+  APGAS_DETAIL_HD constexpr dim3(int x_ = 1, int y_ = 1, int z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
+  /// x * y * z
+  APGAS_DETAIL_HD constexpr long count() const noexcept { return static_cast<long>(x) * y * z; }
+  APGAS_DETAIL_HD friend constexpr bool operator==(dim3 a, dim3 b) noexcept {
+    return a.x == b.x && a.y == b.y && a.z == b.z;
+  }
+};
+
+/// An explicit launch shape: `blocks` blocks of `threads` threads. `grid{8, 64}` is 1-D (as in X10);
+/// `grid{{64, 64}, {16, 16}}` is a 2-D grid of 2-D blocks.
+struct grid {
+  dim3 blocks;
+  dim3 threads;
+};
+
+/// Let the runtime choose the shape (1-D): on a GPU place from the occupancy of the kernel (the block size that
+/// maximises it, times the blocks per SM that fit, times the SMs; X10's table as the fallback); on a CPU place one
+/// block per worker with one thread each (kernels are written with grid-stride loops, so any shape computes the same
+/// result). Block-level bodies get 32-thread blocks on a CPU place.
+struct auto_grid_t {};
+constexpr auto_grid_t auto_grid() noexcept { return {}; }
+
+/// Threads per warp, on a GPU and on CPU places alike.
+inline constexpr int warp_size = 32;
+
+// ---- combining operations for the collectives (usable in device code) ----------------------------------------
+struct plus {
+  template <class T>
+  APGAS_DETAIL_HD constexpr T operator()(const T& a, const T& b) const { return a + b; }
+};
+struct multiplies {
+  template <class T>
+  APGAS_DETAIL_HD constexpr T operator()(const T& a, const T& b) const { return a * b; }
+};
+struct minimum {
+  template <class T>
+  APGAS_DETAIL_HD constexpr T operator()(const T& a, const T& b) const { return b < a ? b : a; }
+};
+struct maximum {
+  template <class T>
+  APGAS_DETAIL_HD constexpr T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+struct bit_and {
+  template <class T>
+  APGAS_DETAIL_HD constexpr T operator()(const T& a, const T& b) const { return a & b; }
+};
+struct bit_or {
+  template <class T>
+  APGAS_DETAIL_HD constexpr T operator()(const T& a, const T& b) const { return a | b; }
+};
+struct bit_xor {
+  template <class T>
+  APGAS_DETAIL_HD constexpr T operator()(const T& a, const T& b) const { return a ^ b; }
+};
+
+/// Bytes a value of a block or warp collective may have (the CPU runtime keeps one slot of this size per thread).
+inline constexpr std::size_t max_collective_bytes = 64;
+
+namespace detail {
+
+template <class...>
+inline constexpr bool dependent_false = false;
+
+template <class T>
+constexpr void check_collective_type() {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas: values of block and warp collectives must be trivially copyable");
+  static_assert(sizeof(T) <= max_collective_bytes && alignof(T) <= 16,
+                "apgas: values of block and warp collectives are at most 64 bytes (alignment at most 16)");
+}
+
+// ---- the CPU runtime's entry points (apgas/src/kernel_cpu.cpp); `self` is the calling kernel thread ----------------
+/// The block barrier of a clocked thread.
+void cpu_advance(void* self);
+/// Where the calling clocked thread deposits its value for the next block collective (tagged with the phase).
+void* cpu_block_slot(void* self) noexcept;
+/// Barrier; the thread that completes it runs combine(slots, present, n, result, op) once for the block. Returns the
+/// block's result area; per-thread results (scans) are in the slots, read with cpu_block_slot_of.
+using combine_fn = void (*)(void* slots, const bool* present, int n, void* result, const void* op);
+const void* cpu_block_collect(void* self, combine_fn combine, const void* op);
+const void* cpu_block_slot_of(void* self, int t) noexcept;
+/// The same for a warp operation: barrier of the calling thread's warp only; combine may be null.
+void* cpu_warp_slot(void* self) noexcept;
+const void* cpu_warp_collect(void* self, combine_fn combine, const void* op);
+const void* cpu_warp_slot_of(void* self, int lane) noexcept;
+/// Block-level bodies on a CPU place: per-block scratch memory (valid until the block ends) and the checking hooks.
+void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align);
+void cpu_block_sync(void* block);
+bool cpu_block_checking(const void* block) noexcept;
+void cpu_block_set_thread(void* block, int t) noexcept;
+/// A shared-array access seen by the checking mode: range check (returns false when i is outside) and race tracking.
+struct shared_check;
+bool cpu_shared_access(shared_check* c, std::size_t i) noexcept;
+
+/// The tree in which a block reduction combines values: per warp (32 lanes) a halving tree (lane i takes lane
+/// i + 16, 8, 4, 2, 1 where that lane exists), then the same tree over the warps' results. A GPU computes it with warp
+/// shuffles; CPU places compute exactly this order, so results are bit-identical on both. Slots without a value
+/// (present[i] false: a thread that did not take part) are left out.
+template <class T, class Op>
+APGAS_DETAIL_HD bool tree_reduce(T* v, bool* present, int n, const Op& op) {
+  const int warps = (n + warp_size - 1) / warp_size;
+  for (int w = 0; w < warps; ++w) {
+    T* a = v + w * warp_size;
+    bool* p = present + w * warp_size;
+    const int active = n - w * warp_size < warp_size ? n - w * warp_size : warp_size;
+    for (int off = warp_size / 2; off > 0; off /= 2) {
+      for (int lane = 0; lane + off < active; ++lane) {
+        if (!p[lane + off]) continue;
+        a[lane] = p[lane] ? op(a[lane], a[lane + off]) : a[lane + off];
+        p[lane] = true;
+      }
+    }
+    v[w] = a[0];  // w <= w * warp_size: never overwrites a warp not yet reduced
+    present[w] = p[0];
+  }
+  for (int off = warp_size / 2; off > 0; off /= 2) {
+    for (int lane = 0; lane + off < warps; ++lane) {
+      if (!present[lane + off]) continue;
+      v[lane] = present[lane] ? op(v[lane], v[lane + off]) : v[lane + off];
+      present[lane] = true;
+    }
+  }
+  return present[0];
+}
+
+/// The order of an inclusive block scan: per warp, lane i combines with lane i - 1, 2, 4, 8, 16 (Hillis-Steele, as
+/// warp shuffles compute it), then the warps' totals are scanned the same way and each warp's prefix is put in front.
+template <class T, class Op>
+APGAS_DETAIL_HD void tree_scan(T* v, int n, const Op& op) {
+  const int warps = (n + warp_size - 1) / warp_size;
+  alignas(16) unsigned char raw[warp_size * sizeof(T)];  // T need not be default-constructible
+  T* totals = reinterpret_cast<T*>(raw);
+  for (int w = 0; w < warps; ++w) {
+    T* a = v + w * warp_size;
+    const int active = n - w * warp_size < warp_size ? n - w * warp_size : warp_size;
+    for (int off = 1; off < warp_size; off *= 2) {
+      for (int lane = active - 1; lane >= off; --lane) a[lane] = op(a[lane - off], a[lane]);
+    }
+    totals[w] = a[active - 1];
+  }
+  for (int off = 1; off < warp_size; off *= 2) {
+    for (int lane = warps - 1; lane >= off; --lane) totals[lane] = op(totals[lane - off], totals[lane]);
+  }
+  for (int w = 1; w < warps; ++w) {
+    T* a = v + w * warp_size;
+    const int active = n - w * warp_size < warp_size ? n - w * warp_size : warp_size;
+    for (int lane = 0; lane < active; ++lane) a[lane] = op(totals[w - 1], a[lane]);
+  }
+}
+
+#if defined(__CUDACC__)
+// ---- device side (declared in both of nvcc's passes: __device__ code of either pass may name them) --------------
+__device__ inline int gpu_linear_thread() { return (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x; }
+__device__ inline int gpu_block_threads() { return blockDim.x * blockDim.y * blockDim.z; }
+/// The lanes of the calling thread's warp that exist (a block's last warp may be partial).
+__device__ inline unsigned gpu_warp_mask() {
+  const int rest = gpu_block_threads() - (gpu_linear_thread() & ~(warp_size - 1));
+  return rest >= warp_size ? 0xffffffffu : (1u << rest) - 1u;
+}
+
+/// A warp shuffle of any trivially copyable value, as 32-bit words.
+template <class T, class Shuffle>
+__device__ T gpu_shuffle(const T& v, Shuffle shuffle) {
+  constexpr int words = (sizeof(T) + 3) / 4;
+  unsigned in[words] = {};
+  unsigned out[words];
+  memcpy(in, &v, sizeof(T));
+  for (int i = 0; i < words; ++i) out[i] = shuffle(in[i]);
+  T r;
+  memcpy(&r, out, sizeof(T));
+  return r;
+}
+
+template <class T>
+struct gpu_scratch {  // per instantiation: 32 warp slots and one result
+  __device__ static T* get() {
+    __shared__ alignas(16) unsigned char raw[(warp_size + 1) * sizeof(T)];
+    return reinterpret_cast<T*>(raw);
+  }
+};
+
+template <class T, class Op>
+__device__ T gpu_warp_tree(T v, const Op& op, int lane, int active, unsigned mask) {
+  for (int off = warp_size / 2; off > 0; off /= 2) {
+    const T other = gpu_shuffle(v, [&](unsigned w) { return __shfl_down_sync(mask, w, off); });
+    if (lane + off < active) v = op(v, other);
+  }
+  return v;
+}
+
+template <class T, class Op>
+__device__ T gpu_block_reduce(T v, const Op& op) {
+  T* scratch = gpu_scratch<T>::get();
+  const int n = gpu_block_threads();
+  const int t = gpu_linear_thread();
+  const int lane = t % warp_size;
+  const int warp = t / warp_size;
+  const int warps = (n + warp_size - 1) / warp_size;
+  const int active = n - warp * warp_size < warp_size ? n - warp * warp_size : warp_size;
+  v = gpu_warp_tree(v, op, lane, active, gpu_warp_mask());
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < warps ? scratch[lane] : v;
+    w = gpu_warp_tree(w, op, lane, warps, gpu_warp_mask());
+    if (lane == 0) scratch[warp_size] = w;
+  }
+  __syncthreads();
+  return scratch[warp_size];  // rewritten only after the next collective's first barrier, which every reader passes
+}
+
+template <class T, class Op>
+__device__ T gpu_warp_scan(T v, const Op& op, int lane, unsigned mask) {
+  for (int off = 1; off < warp_size; off *= 2) {
+    const T other = gpu_shuffle(v, [&](unsigned w) { return __shfl_up_sync(mask, w, off); });
+    if (lane >= off) v = op(other, v);
+  }
+  return v;
+}
+
+/// Inclusive scan; `before` receives the inclusive value of the previous thread (for the exclusive scan).
+template <class T, class Op>
+__device__ T gpu_block_scan(T v, const Op& op, T* before, bool* has_before) {
+  T* scratch = gpu_scratch<T>::get();
+  const int n = gpu_block_threads();
+  const int t = gpu_linear_thread();
+  const int lane = t % warp_size;
+  const int warp = t / warp_size;
+  const int warps = (n + warp_size - 1) / warp_size;
+  const int active = n - warp * warp_size < warp_size ? n - warp * warp_size : warp_size;
+  const unsigned mask = gpu_warp_mask();
+  v = gpu_warp_scan(v, op, lane, mask);
+  if (lane == active - 1) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < warps ? scratch[lane] : v;
+    w = gpu_warp_scan(w, op, lane, mask);
+    if (lane < warps) scratch[lane] = w;
+  }
+  __syncthreads();
+  if (warp > 0) v = op(scratch[warp - 1], v);
+  const T prev = gpu_shuffle(v, [&](unsigned w) { return __shfl_up_sync(mask, w, 1); });
+  *has_before = t > 0;
+  *before = lane > 0 ? prev : (warp > 0 ? scratch[warp - 1] : v);
+  __syncthreads();  // the scratch is read above: the next collective may rewrite it only after this
+  return v;
+}
+
+template <class T>
+__device__ T gpu_block_broadcast(const T& v, int src) {
+  T* scratch = gpu_scratch<T>::get();
+  if (gpu_linear_thread() == src) scratch[warp_size] = v;
+  __syncthreads();
+  const T r = scratch[warp_size];
+  __syncthreads();
+  return r;
+}
+#endif  // __CUDACC__
+
+// ---- CPU side: the combine functions the last thread to arrive runs -----------------------------------------------
+template <class T, class Op>
+void combine_reduce(void* slots, const bool* present, int n, void* result, const void* op) {
+  bool p[1024];  // tree_reduce marks what it has combined; the runtime's presence marks stay as they are
+  for (int i = 0; i < n; ++i) p[i] = present[i];
+  T* v = static_cast<T*>(slots);
+  if (tree_reduce(v, p, n, *static_cast<const Op*>(op))) std::memcpy(result, v, sizeof(T));
+}
+
+}  // namespace detail
+
+// ---- shared arrays ----------------------------------------------------------------------------------------------
+
+/// A per-block shared array as a kernel body receives it: a span (std::span converts from it) whose accesses the
+/// checking mode of CPU places watches: an index outside the array, and two threads of a block touching one element
+/// between two barriers while its value changes (a data race on a GPU). Declare the body's parameter as
+/// apgas::shared_span<T> (or auto) to be checked; a std::span<T> parameter works too, unchecked.
+template <class T, std::size_t Extent = std::dynamic_extent>
+class shared_span {
+ public:
+  using element_type = T;
+  using size_type = std::size_t;
+  APGAS_DETAIL_HD shared_span(T* p, std::size_t n, detail::shared_check* c = nullptr) noexcept
+      : p_(p), n_(n), check_(c) {}
+  APGAS_DETAIL_HD T& operator[](std::size_t i) const noexcept {
+#if !defined(__CUDA_ARCH__)
+    if (check_ != nullptr && !detail::cpu_shared_access(check_, i)) return p_[0];  // reported; nothing outside touched
+#endif
+    return p_[i];
+  }
+  APGAS_DETAIL_HD T* data() const noexcept { return p_; }
+  APGAS_DETAIL_HD constexpr std::size_t size() const noexcept {
+    if constexpr (Extent != std::dynamic_extent) {
+      return Extent;
+    } else {
+      return n_;
+    }
+  }
+  APGAS_DETAIL_HD T* begin() const noexcept { return p_; }
+  APGAS_DETAIL_HD T* end() const noexcept { return p_ + size(); }
+  APGAS_DETAIL_HD operator std::span<T, Extent>() const noexcept { return std::span<T, Extent>(p_, size()); }
+
+ private:
+  T* p_;
+  std::size_t n_;
+  detail::shared_check* check_;
+};
+
+// ---- thread handles -------------------------------------------------------------------------------------------
+
+/// The thread handle of a plain kernel (`apgas::thread`; the class has another name only so that it can have a
+/// member function called thread()). Indices as in CUDA: thread_idx() is threadIdx, block_idx() blockIdx,
+/// block_dim() blockDim, grid_dim() gridDim; the linear ones number x fastest.
+class thread_handle {
+ public:
+  APGAS_DETAIL_HD thread_handle(dim3 thread_idx, dim3 block_idx, dim3 block_dim, dim3 grid_dim) noexcept
+      : tid_(thread_idx), bid_(block_idx), bdim_(block_dim), gdim_(grid_dim) {}
+  /// 1-D form: thread t of block b, in a grid of `blocks` blocks of `threads` threads.
+  APGAS_DETAIL_HD thread_handle(int block, int thread, int blocks, int threads) noexcept
+      : tid_(thread), bid_(block), bdim_(threads), gdim_(blocks) {}
+  APGAS_DETAIL_HD dim3 thread_idx() const noexcept { return tid_; }
+  APGAS_DETAIL_HD dim3 block_idx() const noexcept { return bid_; }
+  APGAS_DETAIL_HD dim3 block_dim() const noexcept { return bdim_; }
+  APGAS_DETAIL_HD dim3 grid_dim() const noexcept { return gdim_; }
+  /// The thread's index in its block, x fastest: (z * blockDim.y + y) * blockDim.x + x.
+  APGAS_DETAIL_HD int thread() const noexcept { return (tid_.z * bdim_.y + tid_.y) * bdim_.x + tid_.x; }
+  /// Threads per block.
+  APGAS_DETAIL_HD int threads() const noexcept { return bdim_.x * bdim_.y * bdim_.z; }
+  /// The block's index in the grid, x fastest.
+  APGAS_DETAIL_HD long block() const noexcept {
+    return (static_cast<long>(bid_.z) * gdim_.y + bid_.y) * gdim_.x + bid_.x;
+  }
+  /// Blocks in the grid.
+  APGAS_DETAIL_HD long blocks() const noexcept { return gdim_.count(); }
+  /// block() * threads() + thread()
+  APGAS_DETAIL_HD long global_id() const noexcept { return block() * threads() + thread(); }
+  /// blocks() * threads()
+  APGAS_DETAIL_HD long global_count() const noexcept { return blocks() * threads(); }
+  /// The thread's lane in its warp and its warp in the block (warps are 32 consecutive threads, as on a GPU).
+  APGAS_DETAIL_HD int lane() const noexcept { return thread() % warp_size; }
+  APGAS_DETAIL_HD int warp() const noexcept { return thread() / warp_size; }
+
+  // Barriers, collectives and warp operations need the threads of a block to run together; a plain kernel's threads
+  // do not (on a CPU place they are a loop). Say so at compile time, with the way out.
+#define APGAS_DETAIL_NEEDS_CLOCKED(name)                                                                               \
+  template <class... A>                                                                                                \
+  void name(A&&...) const {                                                                                            \
+    static_assert(detail::dependent_false<A...>,                                                                       \
+                  "apgas: " #name "() needs the threads of a block to run together: take apgas::clocked_thread as "  \
+                  "the body's first parameter (CUDA's __syncthreads() style), or write the kernel at block level "     \
+                  "with apgas::thread_block (for_threads, sync, reduce, scan)");                                       \
+  }
+  APGAS_DETAIL_NEEDS_CLOCKED(advance)
+  APGAS_DETAIL_NEEDS_CLOCKED(shfl)
+  APGAS_DETAIL_NEEDS_CLOCKED(shfl_up)
+  APGAS_DETAIL_NEEDS_CLOCKED(shfl_down)
+  APGAS_DETAIL_NEEDS_CLOCKED(shfl_xor)
+  APGAS_DETAIL_NEEDS_CLOCKED(ballot)
+  APGAS_DETAIL_NEEDS_CLOCKED(reduce)
+  APGAS_DETAIL_NEEDS_CLOCKED(inclusive_scan)
+  APGAS_DETAIL_NEEDS_CLOCKED(exclusive_scan)
+  APGAS_DETAIL_NEEDS_CLOCKED(broadcast)
+#undef APGAS_DETAIL_NEEDS_CLOCKED
+
+ private:
+  dim3 tid_, bid_, bdim_, gdim_;
+};
+using thread = thread_handle;
+
+/// The thread handle of a clocked kernel: adds advance(), the block-wide barrier (X10 `next` on the block's clock;
+/// CUDA's __syncthreads()), the block collectives and the warp operations. Every thread of a block must take part
+/// in each collective, as on a GPU; on a CPU place a thread that has ended no longer takes part in anything.
+class clocked_thread : public thread_handle {
+ public:
+  APGAS_DETAIL_HD clocked_thread(dim3 thread_idx, dim3 block_idx, dim3 block_dim, dim3 grid_dim, void* cpu) noexcept
+      : thread_handle(thread_idx, block_idx, block_dim, grid_dim), cpu_(cpu) {}
+  APGAS_DETAIL_HD clocked_thread(int block, int thread, int blocks, int threads, void* cpu) noexcept
+      : thread_handle(block, thread, blocks, threads), cpu_(cpu) {}
+
+  /// Wait until every thread of the block has arrived: __syncthreads() on a GPU; on a CPU place a switch to the next
+  /// thread of the block.
+  APGAS_DETAIL_HD void advance() const {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+#else
+    detail::cpu_advance(cpu_);
+#endif
+  }
+  /// advance(), and how many threads of the block passed a true `pred` (__syncthreads_count).
+  APGAS_DETAIL_HD int advance_count(bool pred) const {
+#if defined(__CUDA_ARCH__)
+    return __syncthreads_count(pred);
+#else
+    return reduce(pred ? 1 : 0, plus{});
+#endif
+  }
+  /// advance(), and whether every thread's / any thread's `pred` was true (__syncthreads_and / __syncthreads_or).
+  APGAS_DETAIL_HD bool advance_and(bool pred) const {
+#if defined(__CUDA_ARCH__)
+    return __syncthreads_and(pred) != 0;
+#else
+    return reduce(pred ? 1 : 0, minimum{}) != 0;
+#endif
+  }
+  APGAS_DETAIL_HD bool advance_or(bool pred) const {
+#if defined(__CUDA_ARCH__)
+    return __syncthreads_or(pred) != 0;
+#else
+    return reduce(pred ? 1 : 0, maximum{}) != 0;
+#endif
+  }
+
+  /// The block's values combined with op (associative), every thread gets the result. The combination order is a
+  /// fixed tree (detail::tree_reduce), the same on a GPU and on CPU places: results are bit-identical.
+  template <class T, class Op>
+  APGAS_DETAIL_HD T reduce(const T& v, const Op& op) const {
+    detail::check_collective_type<T>();
+#if defined(__CUDA_ARCH__)
+    return detail::gpu_block_reduce(v, op);
+#else
+    std::memcpy(detail::cpu_block_slot(cpu_), &v, sizeof(T));
+    T r;
+    std::memcpy(&r, detail::cpu_block_collect(cpu_, &detail::combine_reduce<T, Op>, &op), sizeof(T));
+    return r;
+#endif
+  }
+  /// Inclusive prefix combination over the block's threads in thread order (Hillis-Steele per warp, as a GPU does).
+  template <class T, class Op>
+  APGAS_DETAIL_HD T inclusive_scan(const T& v, const Op& op) const {
+    detail::check_collective_type<T>();
+#if defined(__CUDA_ARCH__)
+    T before;
+    bool has;
+    return detail::gpu_block_scan(v, op, &before, &has);
+#else
+    return cpu_scan(v, op, false, v);
+#endif
+  }
+  /// Exclusive prefix: init for thread 0, op(init, inclusive value of thread t - 1) for thread t.
+  template <class T, class Op>
+  APGAS_DETAIL_HD T exclusive_scan(const T& v, const T& init, const Op& op) const {
+    detail::check_collective_type<T>();
+#if defined(__CUDA_ARCH__)
+    T before;
+    bool has;
+    (void)detail::gpu_block_scan(v, op, &before, &has);
+    return has ? op(init, before) : init;
+#else
+    return cpu_scan(v, op, true, init);
+#endif
+  }
+  /// The value of thread `src` of the block, on every thread.
+  template <class T>
+  APGAS_DETAIL_HD T broadcast(const T& v, int src) const {
+    detail::check_collective_type<T>();
+#if defined(__CUDA_ARCH__)
+    return detail::gpu_block_broadcast(v, src);
+#else
+    std::memcpy(detail::cpu_block_slot(cpu_), &v, sizeof(T));
+    (void)detail::cpu_block_collect(cpu_, nullptr, nullptr);
+    T r;
+    const void* s = detail::cpu_block_slot_of(cpu_, src);
+    std::memcpy(&r, s != nullptr ? s : &v, sizeof(T));
+    return r;
+#endif
+  }
+
+  // ---- warp operations (every existing lane of the warp takes part; CUDA's *_sync forms with a full mask) ----
+  /// The value of lane `src` (mod 32) of the warp; a lane that does not exist gives the caller's own value.
+  template <class T>
+  APGAS_DETAIL_HD T shfl(const T& v, int src) const {
+#if defined(__CUDA_ARCH__)
+    const unsigned m = detail::gpu_warp_mask();
+    return detail::gpu_shuffle(v, [&](unsigned w) { return __shfl_sync(m, w, src); });
+#else
+    return cpu_shuffle(v, ((src % warp_size) + warp_size) % warp_size);
+#endif
+  }
+  /// The value of lane lane() + delta; the caller's own value where that lane is past the warp.
+  template <class T>
+  APGAS_DETAIL_HD T shfl_down(const T& v, int delta) const {
+#if defined(__CUDA_ARCH__)
+    const unsigned m = detail::gpu_warp_mask();
+    return detail::gpu_shuffle(v, [&](unsigned w) { return __shfl_down_sync(m, w, delta); });
+#else
+    return cpu_shuffle(v, lane() + delta);
+#endif
+  }
+  /// The value of lane lane() - delta; the caller's own value where that lane is before lane 0.
+  template <class T>
+  APGAS_DETAIL_HD T shfl_up(const T& v, int delta) const {
+#if defined(__CUDA_ARCH__)
+    const unsigned m = detail::gpu_warp_mask();
+    return detail::gpu_shuffle(v, [&](unsigned w) { return __shfl_up_sync(m, w, delta); });
+#else
+    return cpu_shuffle(v, lane() - delta);
+#endif
+  }
+  /// The value of lane lane() ^ mask.
+  template <class T>
+  APGAS_DETAIL_HD T shfl_xor(const T& v, int mask) const {
+#if defined(__CUDA_ARCH__)
+    const unsigned m = detail::gpu_warp_mask();
+    return detail::gpu_shuffle(v, [&](unsigned w) { return __shfl_xor_sync(m, w, mask); });
+#else
+    return cpu_shuffle(v, lane() ^ mask);
+#endif
+  }
+  /// Bit i set when lane i's pred is true (__ballot_sync).
+  APGAS_DETAIL_HD unsigned ballot(bool pred) const {
+#if defined(__CUDA_ARCH__)
+    return __ballot_sync(detail::gpu_warp_mask(), pred);
+#else
+    *static_cast<bool*>(detail::cpu_warp_slot(cpu_)) = pred;
+    (void)detail::cpu_warp_collect(cpu_, nullptr, nullptr);
+    unsigned bits = 0;
+    for (int l = 0; l < warp_size; ++l) {
+      const void* s = detail::cpu_warp_slot_of(cpu_, l);
+      if (s != nullptr && *static_cast<const bool*>(s)) bits |= 1u << l;
+    }
+    return bits;
+#endif
+  }
+  /// Whether pred is true on every / on any existing lane of the warp.
+  APGAS_DETAIL_HD bool all(bool pred) const {
+#if defined(__CUDA_ARCH__)
+    return __all_sync(detail::gpu_warp_mask(), pred) != 0;
+#else
+    return ballot(!pred) == 0;
+#endif
+  }
+  APGAS_DETAIL_HD bool any(bool pred) const {
+#if defined(__CUDA_ARCH__)
+    return __any_sync(detail::gpu_warp_mask(), pred) != 0;
+#else
+    return ballot(pred) != 0;
+#endif
+  }
+
+ private:
+#if !defined(__CUDA_ARCH__)
+  template <class T>
+  T cpu_shuffle(const T& v, int src) const {
+    detail::check_collective_type<T>();
+    std::memcpy(detail::cpu_warp_slot(cpu_), &v, sizeof(T));
+    (void)detail::cpu_warp_collect(cpu_, nullptr, nullptr);
+    T r = v;
+    if (src >= 0 && src < warp_size) {
+      const void* s = detail::cpu_warp_slot_of(cpu_, src);
+      if (s != nullptr) std::memcpy(&r, s, sizeof(T));
+    }
+    return r;
+  }
+  template <class T, class Op>
+  T cpu_scan(const T& v, const Op& op, bool exclusive, const T& init) const {
+    std::memcpy(detail::cpu_block_slot(cpu_), &v, sizeof(T));
+    (void)detail::cpu_block_collect(
+        cpu_,
+        [](void* slots, const bool*, int n, void*, const void* o) {
+          detail::tree_scan(static_cast<T*>(slots), n, *static_cast<const Op*>(o));
+        },
+        &op);
+    const int me = thread();
+    T r;
+    if (!exclusive) {
+      std::memcpy(&r, detail::cpu_block_slot_of(cpu_, me), sizeof(T));
+      return r;
+    }
+    if (me == 0) return init;
+    std::memcpy(&r, detail::cpu_block_slot_of(cpu_, me - 1), sizeof(T));
+    return op(init, r);
+  }
+#endif
+  void* cpu_;
+};
+
+// ---- block-level bodies ---------------------------------------------------------------------------------------
+
+/// The index of one thread inside a block-level body's for_threads: CUDA's threadIdx (x, y, z) and the linear index
+/// (x fastest).
+struct thread_index {
+  int x, y, z;
+  int linear;
+};
+
+namespace detail {
+/// Per-thread storage of a block-level body: on a CPU place an array with one element per thread of the block.
+template <class T>
+class per_thread_cpu {
+ public:
+  explicit per_thread_cpu(T* p) noexcept : p_(p) {}
+  T& operator[](thread_index t) const noexcept { return p_[t.linear]; }
+  T* data() const noexcept { return p_; }
+
+ private:
+  T* p_;
+};
+/// On a GPU: the thread's own value (registers); the index is the calling thread's own.
+template <class T>
+class per_thread_gpu {
+ public:
+  APGAS_DETAIL_HD explicit per_thread_gpu(const T& v) : v_(v) {}
+  APGAS_DETAIL_HD T& operator[](thread_index) noexcept { return v_; }
+  APGAS_DETAIL_HD const T& operator[](thread_index) const noexcept { return v_; }
+
+ private:
+  T v_;
+};
+}  // namespace detail
+
+/// The handle of a block-level body (Kokkos' team member; CUDA's cooperative-groups thread_block). The body runs once
+/// per block and gives work to the block's threads with for_threads; what is computed outside for_threads is the
+/// block's (on a GPU every thread computes it, so it must not depend on the thread). On a CPU place for_threads is
+/// a loop over the threads (x fastest) and sync() has nothing to wait for.
+/// @code
+///   [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<float> tile) {
+///     auto acc = b.per_thread<float>(0.0f);             // one float per thread, survives sync()
+///     b.for_threads([&](apgas::thread_index t) { tile[t.linear] = in[b.block() * b.threads() + t.linear]; });
+///     b.sync();                                         // __syncthreads()
+///     b.for_threads([&](apgas::thread_index t) { acc[t] += tile[b.threads() - 1 - t.linear]; });
+///   }
+/// @endcode
+class thread_block {
+ public:
+  APGAS_DETAIL_HD thread_block(dim3 block_idx, dim3 block_dim, dim3 grid_dim, void* cpu) noexcept
+      : bid_(block_idx), bdim_(block_dim), gdim_(grid_dim), cpu_(cpu) {}
+  APGAS_DETAIL_HD dim3 block_idx() const noexcept { return bid_; }
+  APGAS_DETAIL_HD dim3 block_dim() const noexcept { return bdim_; }
+  APGAS_DETAIL_HD dim3 grid_dim() const noexcept { return gdim_; }
+  APGAS_DETAIL_HD int threads() const noexcept { return bdim_.x * bdim_.y * bdim_.z; }
+  APGAS_DETAIL_HD long block() const noexcept {
+    return (static_cast<long>(bid_.z) * gdim_.y + bid_.y) * gdim_.x + bid_.x;
+  }
+  APGAS_DETAIL_HD long blocks() const noexcept { return gdim_.count(); }
+
+  /// f(thread_index) for every thread of the block: on a GPU each thread calls it once with its own index; on a CPU
+  /// place a loop (x innermost) that the compiler may vectorise — the threads of a block are independent between
+  /// two sync() on a GPU, so the loop's iterations are too.
+  template <class F>
+  APGAS_DETAIL_HD void for_threads(F&& f) const {
+#if defined(__CUDA_ARCH__)
+    f(thread_index{static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y), static_cast<int>(threadIdx.z),
+                   detail::gpu_linear_thread()});
+#else
+    if (detail::cpu_block_checking(cpu_)) {
+      for_threads_checked(f);
+      return;
+    }
+    int linear = 0;
+    for (int z = 0; z < bdim_.z; ++z) {
+      for (int y = 0; y < bdim_.y; ++y, linear += bdim_.x) {
+        APGAS_DETAIL_INDEPENDENT
+        for (int x = 0; x < bdim_.x; ++x) f(thread_index{x, y, z, linear + x});
+      }
+    }
+#endif
+  }
+  /// The block barrier (__syncthreads()): what threads wrote before it is visible to all after it.
+  APGAS_DETAIL_HD void sync() const {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+#else
+    detail::cpu_block_sync(cpu_);
+#endif
+  }
+  /// Per-thread storage that survives sync(): indexed by the thread_index of for_threads. One value per thread, each
+  /// initialised to `init`.
+  template <class T>
+  APGAS_DETAIL_HD auto per_thread(const T& init = T{}) const {
+#if defined(__CUDA_ARCH__)
+    return detail::per_thread_gpu<T>(init);
+#else
+    static_assert(std::is_trivially_copyable_v<T>, "apgas::thread_block::per_thread: T must be trivially copyable");
+    T* p = static_cast<T*>(detail::cpu_block_alloc(cpu_, sizeof(T) * static_cast<std::size_t>(threads()), alignof(T)));
+    for (int i = 0; i < threads(); ++i) p[i] = init;
+    return detail::per_thread_cpu<T>(p);
+#endif
+  }
+  /// f() computed once for the block, its result on every thread (on a GPU thread 0 computes it and shares it).
+  template <class F>
+  APGAS_DETAIL_HD auto single(F&& f) const {
+#if defined(__CUDA_ARCH__)
+    using T = decltype(f());
+    T v{};
+    if (detail::gpu_linear_thread() == 0) v = f();
+    return detail::gpu_block_broadcast(v, 0);
+#else
+    return f();
+#endif
+  }
+  /// op over f(t) of every thread, in the tree order of clocked_thread::reduce (bit-identical on GPU and CPU).
+  template <class F, class Op>
+  APGAS_DETAIL_HD auto reduce(F&& f, const Op& op) const {
+    using T = std::decay_t<decltype(f(thread_index{}))>;
+    detail::check_collective_type<T>();
+#if defined(__CUDA_ARCH__)
+    return detail::gpu_block_reduce(f(thread_index{static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y),
+                                                    static_cast<int>(threadIdx.z), detail::gpu_linear_thread()}),
+                                    op);
+#else
+    const int n = threads();
+    T* v = static_cast<T*>(detail::cpu_block_alloc(cpu_, sizeof(T) * static_cast<std::size_t>(n), alignof(T)));
+    bool* p = static_cast<bool*>(detail::cpu_block_alloc(cpu_, static_cast<std::size_t>(n), 1));
+    for_threads([&](thread_index t) { v[t.linear] = f(t); });
+    for (int i = 0; i < n; ++i) p[i] = true;
+    detail::tree_reduce(v, p, n, op);
+    return v[0];
+#endif
+  }
+  /// How many threads' f(t) are true / whether all / any are (__syncthreads_count / _and / _or; a barrier on a GPU).
+  template <class F>
+  APGAS_DETAIL_HD int count(F&& f) const {
+#if defined(__CUDA_ARCH__)
+    return __syncthreads_count(f(gpu_index()));
+#else
+    int c = 0;
+    for_threads([&](thread_index t) { c += f(t) ? 1 : 0; });
+    return c;
+#endif
+  }
+  template <class F>
+  APGAS_DETAIL_HD bool all(F&& f) const {
+#if defined(__CUDA_ARCH__)
+    return __syncthreads_and(f(gpu_index())) != 0;
+#else
+    return count(f) == threads();
+#endif
+  }
+  template <class F>
+  APGAS_DETAIL_HD bool any(F&& f) const {
+#if defined(__CUDA_ARCH__)
+    return __syncthreads_or(f(gpu_index())) != 0;
+#else
+    return count(f) != 0;
+#endif
+  }
+  /// Inclusive / exclusive scan of f(t) over the threads in linear order (the order of clocked_thread's scans):
+  /// per-thread results.
+  template <class F, class Op>
+  APGAS_DETAIL_HD auto inclusive_scan(F&& f, const Op& op) const {
+    using T = std::decay_t<decltype(f(thread_index{}))>;
+    detail::check_collective_type<T>();
+#if defined(__CUDA_ARCH__)
+    T before;
+    bool has;
+    return detail::per_thread_gpu<T>(detail::gpu_block_scan(f(gpu_index()), op, &before, &has));
+#else
+    T* v = scan_values(f);
+    detail::tree_scan(v, threads(), op);
+    return detail::per_thread_cpu<T>(v);
+#endif
+  }
+  template <class F, class T, class Op>
+  APGAS_DETAIL_HD auto exclusive_scan(F&& f, const T& init, const Op& op) const {
+    detail::check_collective_type<T>();
+#if defined(__CUDA_ARCH__)
+    T before;
+    bool has;
+    (void)detail::gpu_block_scan(static_cast<T>(f(gpu_index())), op, &before, &has);
+    return detail::per_thread_gpu<T>(has ? op(init, before) : init);
+#else
+    T* v = scan_values<T>(f);
+    detail::tree_scan(v, threads(), op);
+    for (int i = threads() - 1; i > 0; --i) v[i] = op(init, v[i - 1]);
+    v[0] = init;
+    return detail::per_thread_cpu<T>(v);
+#endif
+  }
+
+ private:
+#if defined(__CUDA_ARCH__)
+  __device__ static thread_index gpu_index() {
+    return thread_index{static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y), static_cast<int>(threadIdx.z),
+                        detail::gpu_linear_thread()};
+  }
+#else
+  template <class F>
+  void for_threads_checked(F& f) const {
+    int linear = 0;
+    for (int z = 0; z < bdim_.z; ++z) {
+      for (int y = 0; y < bdim_.y; ++y) {
+        for (int x = 0; x < bdim_.x; ++x, ++linear) {
+          detail::cpu_block_set_thread(cpu_, linear);
+          f(thread_index{x, y, z, linear});
+        }
+      }
+    }
+    detail::cpu_block_set_thread(cpu_, -1);
+  }
+  template <class T = void, class F>
+  auto* scan_values(F& f) const {
+    using V = std::conditional_t<std::is_void_v<T>, std::decay_t<decltype(f(thread_index{}))>, T>;
+    V* v = static_cast<V*>(detail::cpu_block_alloc(cpu_, sizeof(V) * static_cast<std::size_t>(threads()), alignof(V)));
+    for_threads([&](thread_index t) { v[t.linear] = static_cast<V>(f(t)); });
+    return v;
+  }
+#endif
+  dim3 bid_, bdim_, gdim_;
+  void* cpu_;
+};
+
+}  // namespace apgas
