@@ -45,7 +45,7 @@ std::optional<unsigned long long> parse_bytes(std::string s) {
 }
 
 std::string gpus_expected() {
-  return "all, none, or a comma-separated list of distinct GPU ordinals from 0 to " +
+  return "auto, all, none, or a comma-separated list of distinct GPU ordinals from 0 to " +
          std::to_string(config::max_gpu_ordinal) + " (e.g. 0,2)";
 }
 
@@ -115,7 +115,7 @@ config config::from_env() {
 
 std::vector<int> config::gpu_list() const {
   std::vector<int> out;
-  if (gpus == "all" || gpus == "none") return out;
+  if (gpus == "auto" || gpus == "all" || gpus == "none") return out;
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = gpus.find(',', start);

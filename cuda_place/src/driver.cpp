@@ -47,8 +47,11 @@ loaded load() {
     l.why = "the CUDA driver " + l.d.path + " did not initialise: " + error_text(l.d, r);
     return l;
   }
-  l.d.cuDriverGetVersion(&l.d.version);
-  l.ok = &l.d;
+  if (l.d.cuDriverGetVersion(&l.d.version) != CUDA_SUCCESS) l.d.version = 0;
+  // A static CUDA runtime of a newer major version refuses to run on this driver (cudaErrorInsufficientDriver on
+  // every kernel), and its PTX cannot be JIT-compiled by it either: no GPU places, and the reason.
+  l.why = driver_too_old(l.d.version, built_cuda_version);
+  if (l.why.empty()) l.ok = &l.d;
   return l;
 }
 
@@ -73,6 +76,17 @@ std::string error_text(const driver& d, CUresult r) {
   return s;
 }
 
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+std::string driver_too_old(int driver_version, int built_version) {
+  if (driver_version / 1000 >= built_version / 1000) return {};
+  return "the CUDA driver supports CUDA " + cuda_version_text(driver_version) + ", but apgas was built with CUDA " +
+         cuda_version_text(built_version) + ", which needs a driver for CUDA " + std::to_string(built_version / 1000) +
+         ".0 or newer (update the NVIDIA driver, or build apgas and the program with an older CUDA toolkit)";
+}
+
 bool is_sticky(CUresult r) noexcept {
   switch (r) {
     case CUDA_ERROR_ILLEGAL_ADDRESS:
@@ -88,6 +102,11 @@ bool is_sticky(CUresult r) noexcept {
     case CUDA_ERROR_NVLINK_UNCORRECTABLE:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
     case CUDA_ERROR_UNKNOWN:
+    // cuda.h (CUDA 13): "To continue using CUDA, the process must be terminated and relaunched."
+    case CUDA_ERROR_CONTAINED:               // 226: NVLink/hardware error containment (e.g. a bad peer access)
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:      // 721
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:   // 810
+    case CUDA_ERROR_EXTERNAL_DEVICE:         // 911
       return true;
     default:
       return false;

@@ -6,9 +6,12 @@
 
 #if APGAS_HAVE_CUDA
 #include "driver.hpp"
+#include "gpu_share.hpp"
 #endif
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,7 +23,8 @@ namespace apgas::detail {
 
 #if APGAS_HAVE_CUDA
 namespace gpu {
-std::unique_ptr<accelerator> make_cuda_accelerator(const config& cfg);
+/// The CUDA backend (backend.cpp); first_gpu: the ordinal of its first GPU place, -1 when it has none.
+std::unique_ptr<accelerator> make_cuda_accelerator(const config& cfg, int& first_gpu);
 }
 #endif
 
@@ -57,47 +61,85 @@ block_table& blocks() {
 }
 
 #if APGAS_HAVE_CUDA
-// Page-locked memory needs a context on some drivers: the primary context of the first GPU that APGAS_GPUS selects
-// (device 0 for "all"), retained once. With APGAS_GPUS=none no context is created and no memory is pinned: pinned
-// vectors are then ordinary memory (there is no GPU to copy to). Portable allocations are pinned for every context.
-int pin_device() {
+// Page-locked memory needs a context: the primary context of the first GPU place of the latest run that made the
+// CUDA accelerator (pin_gpu), or, before any run, of the first GPU the environment's APGAS_GPUS would choose. It is
+// retained once and for good (a pinned block lives as long as its context). Without a GPU to use, no context is made
+// and pinned vectors are ordinary memory (there is no GPU to copy to). Portable allocations are pinned for every
+// context. The context is current only for the driver call (context_scope): never left current for the user's code.
+std::atomic<int> g_pin_gpu{-2};  // the latest run's first GPU place's ordinal; -1: none; -2: no run yet
+
+int pin_device(const gpu::driver& d) {
+  const int from_run = g_pin_gpu.load(std::memory_order_acquire);
+  if (from_run != -2) return from_run;
   try {
     const config c = config::from_env();
+    int n = 0;
+    if (c.gpus == "none" || d.cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) return -1;
     if (c.all_gpus()) return 0;
+    if (c.gpus == "auto") {
+      const gpu::node_rank local = gpu::node_local_rank([](const char* v) -> const char* { return std::getenv(v); });
+      return gpu::node_share(n, local.rank, local.size).front();
+    }
     const std::vector<int> l = c.gpu_list();
-    return l.empty() ? -1 : l.front();
+    return l.empty() || l.front() >= n ? -1 : l.front();
   } catch (const config_error&) {
     return -1;  // reported at start-up; here ordinary memory will do
   }
 }
 
-void* pin(std::size_t bytes) {
+struct pin_state {
+  std::mutex mutex;
+  CUcontext ctx = nullptr;  // (mutex) once made, for good
+};
+pin_state& pinning() {
+  static pin_state s;
+  return s;
+}
+
+const gpu::driver* usable_driver() {
   std::string why;
-  const gpu::driver* d = nullptr;
   try {
-    d = gpu::load_driver(why);
+    return gpu::load_driver(why);
   } catch (const config_error&) {
     return nullptr;  // reported at start-up; here ordinary memory will do
   }
-  if (d == nullptr) return nullptr;
-  static const CUcontext ctx = [d] {
-    const int ordinal = pin_device();
-    int n = 0;
+}
+
+CUcontext pin_context(const gpu::driver& d) {
+  pin_state& s = pinning();
+  std::lock_guard lock(s.mutex);
+  if (s.ctx == nullptr) {
+    const int ordinal = pin_device(d);
     CUdevice dev = 0;
     CUcontext c = nullptr;
-    const bool ok = ordinal >= 0 && d->cuDeviceGetCount(&n) == CUDA_SUCCESS && ordinal < n &&
-                    d->cuDeviceGet(&dev, ordinal) == CUDA_SUCCESS &&
-                    d->cuDevicePrimaryCtxRetain(&c, dev) == CUDA_SUCCESS;
-    return ok ? c : nullptr;
-  }();
-  if (ctx == nullptr || d->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return nullptr;  // current on the calling thread
+    if (ordinal >= 0 && d.cuDeviceGet(&dev, ordinal) == CUDA_SUCCESS &&
+        d.cuDevicePrimaryCtxRetain(&c, dev) == CUDA_SUCCESS) {
+      s.ctx = c;
+    }
+  }
+  return s.ctx;
+}
+
+void* pin(std::size_t bytes) {
+  const gpu::driver* d = usable_driver();
+  if (d == nullptr) return nullptr;
+  const CUcontext ctx = pin_context(*d);
+  if (ctx == nullptr) return nullptr;
+  const gpu::context_scope scope(*d, ctx);
   void* p = nullptr;
-  if (d->cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) return nullptr;
+  if (scope.result() != CUDA_SUCCESS || d->cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+    return nullptr;
+  }
   return p;
 }
+
+// In the context that pinned it. A failure cannot be reported from a deallocation: the block stays pinned (and in
+// use by nobody) rather than being handed to the ordinary heap.
 void unpin(void* p) {
-  std::string why;
-  if (const gpu::driver* d = gpu::load_driver(why)) d->cuMemFreeHost(p);
+  const gpu::driver* d = usable_driver();
+  if (d == nullptr) return;
+  const gpu::context_scope scope(*d, pin_context(*d));
+  if (scope.result() == CUDA_SUCCESS) d->cuMemFreeHost(p);
 }
 #else
 void* pin(std::size_t) { return nullptr; }
@@ -108,9 +150,12 @@ void unpin(void*) {}
 
 std::unique_ptr<accelerator> make_accelerator(const config& cfg) {
 #if APGAS_HAVE_CUDA
-  return gpu::make_cuda_accelerator(cfg);
+  int first = -1;
+  std::unique_ptr<accelerator> a = gpu::make_cuda_accelerator(cfg, first);
+  g_pin_gpu.store(first, std::memory_order_release);
+  return a;
 #else
-  if (!cfg.all_gpus() && cfg.gpus != "none") {
+  if (!cfg.all_gpus() && cfg.gpus != "none" && cfg.gpus != "auto") {
     throw config_error("invalid APGAS_GPUS='" + cfg.gpus + "': this build of apgas has no GPU backend "
                        "(configure with APGAS_WITH_CUDA=ON)");
   }

@@ -40,6 +40,7 @@ struct params {
   int k, d, iterations;
   std::uint64_t seed;
   bool from_file, quiet;
+  bool pairs;  // the GPU kernel's inner loop: two points per cluster load (kmeans::assign_points)
 };
 
 /// A GPU place's share of its host's points: host points [off, off + n), in arrays at the GPU.
@@ -81,7 +82,7 @@ struct host_state {
 /// compiled for a fixed d, else 0.
 template <int DC>
 void launch_assign(apgas::place where, apgas::remote_array<float> points, apgas::remote_array<int> nearest,
-                   std::int64_t n, int k, int d, std::span<const float> centroids) {
+                   std::int64_t n, int k, int d, bool pairs, std::span<const float> centroids) {
   apgas::async_at(
       where, apgas::cuda_kernel(
                  apgas::auto_grid(), apgas::shared_from(centroids),
@@ -99,9 +100,7 @@ void launch_assign(apgas::place where, apgas::remote_array<float> points, apgas:
                    const long stride = static_cast<long>(t.blocks()) * tile;
                    for (long base = static_cast<long>(t.block()) * tile; base < n; base += stride) {
                      const long end = base + tile < n ? base + tile : n;
-                     for (long i = base + t.thread(); i < end; i += threads) {
-                       out[i] = kmeans::nearest_cluster<DC>(x, n, i, c, k, d);
-                     }
+                     kmeans::assign_points<DC>(x, n, base + t.thread(), end, threads, c, k, d, out, pairs);
                    }
                  }));
 }
@@ -206,9 +205,11 @@ void run_host(host_state& s, const params prm, const std::string& path) {
     kmeans::with_dim(d, [&]<int DC>() {
       apgas::finish([&] {
         if (s.parts.empty()) {
-          launch_assign<DC>(me, s.points, s.nearest_cpu, n_local, k, d, centroids);
+          launch_assign<DC>(me, s.points, s.nearest_cpu, n_local, k, d, prm.pairs, centroids);
         } else {
-          for (const gpu_part& p : s.parts) launch_assign<DC>(p.gpu, p.points, p.nearest, p.n, k, d, centroids);
+          for (const gpu_part& p : s.parts) {
+            launch_assign<DC>(p.gpu, p.points, p.nearest, p.n, k, d, prm.pairs, centroids);
+          }
         }
       });
     });
@@ -287,7 +288,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const params prm{fh.n, opt.k, fh.d, opt.iterations, opt.seed, !opt.file.empty(), opt.quiet};
+  const params prm{fh.n, opt.k, fh.d, opt.iterations, opt.seed, !opt.file.empty(), opt.quiet, opt.pairs};
   apgas::register_exception<kmeans::input_error>();  // keeps its type when it comes from another host
 
   int exit_code = 0;

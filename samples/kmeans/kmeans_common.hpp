@@ -67,6 +67,7 @@ struct options {
   bool check = true;        // compare with the serial reference (--no-check: skip)
   bool print_centroids = false;
   bool quiet = false;       // no per-iteration progress on stderr
+  bool pairs = true;        // GPU kernels: two points per shared-memory load (--single-point-loop: one, as before)
 };
 
 inline void print_usage(std::FILE* out, const char* prog) {
@@ -81,6 +82,7 @@ inline void print_usage(std::FILE* out, const char* prog) {
                "      --no-check         skip the comparison with the serial reference (check=skipped)\n"
                "      --print-centroids  print the final centroids\n"
                "  -q, --quiet            no per-iteration progress on stderr\n"
+               "      --single-point-loop  GPU kernels: one point per cluster load, as before (to compare)\n"
                "  -h, --help             this text\n",
                prog, max_n, max_cluster_floats, max_d, max_iterations);
 }
@@ -140,6 +142,10 @@ inline int parse_options(int argc, char** argv, const char* prog, options& o) {
     }
     if (arg == "-q" || arg == "--quiet") {
       o.quiet = true;
+      continue;
+    }
+    if (arg == "--single-point-loop") {
+      o.pairs = false;
       continue;
     }
     char id = 0;
@@ -433,6 +439,65 @@ KMEANS_HD KMEANS_HOST_NOINLINE int nearest_cluster(const float* x, std::int64_t 
     }
   }
   return best;
+}
+
+/// The nearest clusters of two points i0 and i1 at once (DC > 0): each cluster coordinate is read once for both. Per
+/// point the very same float operations as nearest_cluster's scalar loop, in the same order (so the same result);
+/// what changes is the ratio of loads to arithmetic. On a GPU the clusters are in shared memory and the coordinate is
+/// the same for every thread of a warp (a broadcast): with one point per thread the loop issues one shared-memory
+/// load per 3 float operations (sub, mul, add: no fused multiply-add, see above) and is bound by the load unit; with
+/// two points per load, by the arithmetic.
+template <int DC>
+KMEANS_HD void nearest_cluster_pair(const float* x, std::int64_t stride, std::int64_t i0, std::int64_t i1,
+                                    const float* c, int k, int* out) {
+  static_assert(DC > 0, "nearest_cluster_pair: d fixed at compile time");
+  float p0[DC], p1[DC];
+  for (int j = 0; j < DC; ++j) {
+    p0[j] = x[j * stride + i0];
+    p1[j] = x[j * stride + i1];
+  }
+  int best0 = 0, best1 = 0;
+  float best_dist0 = INFINITY, best_dist1 = INFINITY;
+  for (int q = 0; q < k; ++q) {
+    float dist0 = 0.0f, dist1 = 0.0f;
+    for (int j = 0; j < DC; ++j) {
+      const float cq = c[static_cast<std::int64_t>(j) * k + q];
+      const float diff0 = p0[j] - cq;
+      const float diff1 = p1[j] - cq;
+      dist0 += diff0 * diff0;
+      dist1 += diff1 * diff1;
+    }
+    if (dist0 < best_dist0) {
+      best_dist0 = dist0;
+      best0 = q;
+    }
+    if (dist1 < best_dist1) {
+      best_dist1 = dist1;
+      best1 = q;
+    }
+  }
+  out[i0] = best0;
+  out[i1] = best1;
+}
+
+/// out[i] = the nearest cluster of point i, for i = first, first + step, ... below end: the inner loop of both GPU
+/// kernels (apgas_kmeans's closure and kmeans_native_cuda's kernel), one thread's share of a tile. On a GPU with d
+/// fixed at compile time and `pairs`, two points at a time (nearest_cluster_pair: i and i + step, so a warp's loads
+/// stay coalesced); elsewhere one at a time (on the host nearest_cluster vectorises over the clusters instead).
+template <int DC>
+KMEANS_HD void assign_points(const float* x, std::int64_t stride, std::int64_t first, std::int64_t end,
+                             std::int64_t step, const float* c, int k, int d, int* out, bool pairs) {
+  std::int64_t i = first;
+#if defined(__CUDA_ARCH__)
+  if constexpr (DC > 0) {
+    if (pairs) {
+      for (; i + step < end; i += 2 * step) nearest_cluster_pair<DC>(x, stride, i, i + step, c, k, out);
+    }
+  }
+#else
+  (void)pairs;
+#endif
+  for (; i < end; i += step) out[i] = nearest_cluster<DC>(x, stride, i, c, k, d);
 }
 
 /// Squared distance of point i to cluster q: the same expression as in nearest_cluster.

@@ -1,8 +1,8 @@
 // kmeans_native_cuda: the hand-written CUDA + MPI baseline of apgas_kmeans (the "native" column of the X10 paper's
-// Fig. 13), with no apgas: one MPI rank per GPU (rank r uses device r mod the device count), the same points,
-// SoA layout, kernel shape (clusters in shared memory, barrier, grid-stride loop over tiles), fixed-point centroid
-// step (OpenMP over the host's cores) and MPI_Allreduce of sums and counts. Same options and output as
-// apgas_kmeans (kmeans_common.hpp).
+// Fig. 13), with no apgas: one MPI rank per GPU (node-local rank r uses device r mod its node's device count), the
+// same points, SoA layout, kernel shape (clusters in shared memory, barrier, grid-stride loop over tiles, the same
+// inner loop: kmeans::assign_points), fixed-point centroid step (OpenMP over the host's cores) and MPI_Allreduce of
+// sums and counts. Same options and output as apgas_kmeans (kmeans_common.hpp).
 //
 //   mpirun -np R kmeans_native_cuda [options]       (or without mpirun: one rank)
 // Without a usable GPU it says so ("kmeans_native_cuda: no CUDA GPU ...") and exits with code 1.
@@ -34,7 +34,7 @@ void cuda_check(cudaError_t e, const char* what) {
 /// tiles of the points, exactly as the apgas kernel closure does it.
 template <int DC>
 __global__ void assign(const float* __restrict__ x, int* __restrict__ out, long n, int k, int d,
-                       const float* __restrict__ clusters_global) {
+                       const float* __restrict__ clusters_global, bool pairs) {
   extern __shared__ float clusters[];
   for (int i = threadIdx.x; i < k * d; i += blockDim.x) clusters[i] = clusters_global[i];
   __syncthreads();
@@ -43,7 +43,7 @@ __global__ void assign(const float* __restrict__ x, int* __restrict__ out, long 
   const long stride = static_cast<long>(gridDim.x) * tile;
   for (long base = static_cast<long>(blockIdx.x) * tile; base < n; base += stride) {
     const long end = base + tile < n ? base + tile : n;
-    for (long i = base + threadIdx.x; i < end; i += threads) out[i] = kmeans::nearest_cluster<DC>(x, n, i, clusters, k, d);
+    kmeans::assign_points<DC>(x, n, base + threadIdx.x, end, threads, clusters, k, d, out, pairs);
   }
 }
 
@@ -95,7 +95,13 @@ int main(int argc, char** argv) {
     }
     return finish(1);
   }
-  const int device = rank % devices;
+  // The ranks of one node share its GPUs: node-local rank r takes device r mod the node's device count.
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  const int device = local_rank % devices;
   cuda_check(cudaSetDevice(device), "cudaSetDevice");
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
@@ -165,7 +171,7 @@ int main(int argc, char** argv) {
     for (int it = 1; it <= opt.iterations; ++it) {
       const auto t0 = clk::now();
       cuda_check(cudaMemcpy(clusters_dev, centroids.data(), kd * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy clusters");
-      assign<DC><<<launch.blocks, launch.threads, kd * sizeof(float)>>>(x_dev, near_dev, n_local, k, d, clusters_dev);
+      assign<DC><<<launch.blocks, launch.threads, kd * sizeof(float)>>>(x_dev, near_dev, n_local, k, d, clusters_dev, opt.pairs);
       cuda_check(cudaGetLastError(), "kernel launch");
       cuda_check(cudaDeviceSynchronize(), "kernel");
       const auto t1 = clk::now();

@@ -73,14 +73,15 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EXPECT_EQ(cfg.nthreads, 0);
   EXPECT_EQ(cfg.stack_size, apgas::config::default_stack_size);
   EXPECT_EQ(apgas::config::default_stack_size, 256u * 1024u);
-  EXPECT_EQ(cfg.gpus, "all");
-  EXPECT_TRUE(cfg.all_gpus());
+  EXPECT_EQ(cfg.gpus, "auto");  // this process's share of its node's GPUs
+  EXPECT_FALSE(cfg.all_gpus());
+  EXPECT_TRUE(cfg.gpu_list().empty());
   EXPECT_EQ(cfg.cuda_dma_slice, apgas::config::default_dma_slice);
   EXPECT_EQ(apgas::config::default_dma_slice, std::size_t{4} << 20);
   const apgas::config plain;
   EXPECT_EQ(plain.nthreads, 0);
   EXPECT_EQ(plain.stack_size, apgas::config::default_stack_size);
-  EXPECT_EQ(plain.gpus, "all");
+  EXPECT_EQ(plain.gpus, "auto");
   EXPECT_EQ(plain.cuda_dma_slice, apgas::config::default_dma_slice);
   EXPECT_NO_THROW(plain.validate());
 }
@@ -259,7 +260,8 @@ TEST(Config, ValidGpuSelections) {
     std::vector<int> list;
     bool all;
   };
-  for (const auto& [text, list, all] : {accepted{"all", {}, true}, accepted{"none", {}, false},
+  for (const auto& [text, list, all] : {accepted{"auto", {}, false}, accepted{"all", {}, true},
+                                       accepted{"none", {}, false},
                                        accepted{"0", {0}, false}, accepted{"0,2", {0, 2}, false},
                                        accepted{"3,1", {3, 1}, false},  // the order is kept: it is the place order
                                        accepted{"1023", {1023}, false}, accepted{"7,0,5", {7, 0, 5}, false}}) {
@@ -274,7 +276,7 @@ TEST(Config, ValidGpuSelections) {
 }
 
 TEST(Config, InvalidGpuSelectionsNameTheVariableAndTheValue) {
-  for (const char* bad : {"", "x", "-1", "0,0", "1024", "0,,1", "0,", " 1", ",0", "1 ", "ALL", "0;1", "2,1,2",
+  for (const char* bad : {"", "x", "-1", "0,0", "1024", "0,,1", "0,", " 1", ",0", "1 ", "ALL", "AUTO", "0;1", "2,1,2",
                           "99999999999999999999", "0x1", "+1"}) {
     const std::string what = rejection("APGAS_GPUS", bad);
     ASSERT_FALSE(what.empty()) << "APGAS_GPUS='" << bad << "' was accepted";
@@ -312,7 +314,7 @@ TEST(Config, InvalidDmaSlicesNameTheVariableAndTheValue) {
 
 TEST(Config, ValidateChecksTheGpuFields) {
   apgas::config c;
-  for (const char* good : {"all", "none", "0", "0,2", "3,1"}) {
+  for (const char* good : {"auto", "all", "none", "0", "0,2", "3,1"}) {
     c.gpus = good;
     EXPECT_NO_THROW(c.validate()) << "gpus='" << good << "'";
   }

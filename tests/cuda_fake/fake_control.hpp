@@ -3,10 +3,13 @@
 // and, for tests of the fake itself, its Driver API functions. The library is the one APGAS_CUDA_DRIVER names, the
 // very instance the backend loaded (dlopen with RTLD_NOLOAD finds it; if the backend has not loaded it yet, it is
 // loaded here with the backend's flags, and the backend's dlopen will then return the same instance).
+#include "cuda_fake/fake_trace.h"
+
 #include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -35,6 +38,13 @@ class fake_cuda {
   int (*peek)(int device, unsigned long long address, void* dst, std::size_t n) = nullptr;
   int (*poke)(int device, unsigned long long address, const void* src, std::size_t n) = nullptr;
   int (*synchronize)(int device) = nullptr;
+  int (*set_driver_version)(int version) = nullptr;
+  int (*set_static_shared)(const void* function, int bytes) = nullptr;
+  int (*trace)(int device, int on) = nullptr;
+  long (*trace_read)(int device, apgas_fake_cuda_trace_entry* out, long max) = nullptr;
+  int (*watch)(int device, unsigned long long address) = nullptr;
+  int (*pool_access)(int device, int peer) = nullptr;
+  int (*current_device)() = nullptr;
 
   std::string last_fault() const {
     char buf[1024] = {};
@@ -53,6 +63,14 @@ class fake_cuda {
                     << device;
       return {};
     }
+    return out;
+  }
+
+  /// Device `device`'s trace so far (apgas_fake_cuda_trace), in order.
+  std::vector<apgas_fake_cuda_trace_entry> trace_of(int device) const {
+    std::vector<apgas_fake_cuda_trace_entry> out(static_cast<std::size_t>(std::max(trace_read(device, nullptr, 0), 0L)));
+    const long n = trace_read(device, out.data(), static_cast<long>(out.size()));
+    out.resize(static_cast<std::size_t>(std::min<long>(std::max(n, 0L), static_cast<long>(out.size()))));
     return out;
   }
 
@@ -88,6 +106,13 @@ class fake_cuda {
     bind(peek, "apgas_fake_cuda_peek");
     bind(poke, "apgas_fake_cuda_poke");
     bind(synchronize, "apgas_fake_cuda_synchronize");
+    bind(set_driver_version, "apgas_fake_cuda_set_driver_version");
+    bind(set_static_shared, "apgas_fake_cuda_set_static_shared");
+    bind(trace, "apgas_fake_cuda_trace");
+    bind(trace_read, "apgas_fake_cuda_trace_read");
+    bind(watch, "apgas_fake_cuda_watch");
+    bind(pool_access, "apgas_fake_cuda_pool_access");
+    bind(current_device, "apgas_fake_cuda_current_device");
   }
   template <class F>
   void bind(F& f, const char* name) {

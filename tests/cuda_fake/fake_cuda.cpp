@@ -26,9 +26,21 @@
 //  - Strictness: the stream (and event) of a call must belong to the context current on the calling thread; a
 //    mismatch returns CUDA_ERROR_INVALID_HANDLE and is counted (wrong_context_calls) and printed: the backend's
 //    invariant is to make its device's context current before every call.
+//  - Contexts: cuCtxSetCurrent/cuCtxGetCurrent per thread, and cuCtxSetCurrent can be made to fail (fail_next).
+//  - Driver version: cuDriverGetVersion reports APGAS_FAKE_CUDA_DRIVER_VERSION (default 13000, CUDA 13.0), or what
+//    apgas_fake_cuda_set_driver_version set.
+//  - Functions: a CUfunction is any handle; its static shared memory is 0 unless the test set it
+//    (apgas_fake_cuda_set_static_shared). As on a GPU, a launch may use at most 48 KiB minus the static shared memory of
+//    dynamic shared memory unless the function opted in (cuFuncSetAttribute, at most 227 KiB minus the static part).
+//  - Memory pools: one default pool per device (cuDeviceGetDefaultMemPool); cuMemPoolSetAccess records which devices
+//    may read it (apgas_fake_cuda_pool_access).
+//  - Trace: while on (apgas_fake_cuda_trace), every stream operation of a device is recorded when it is enqueued, in
+//    each stream's order (fake_trace.h): copies with the first bytes of their source, kernels with the first bytes of
+//    their body and, when the stream executes them, the bytes at a watched device address (what the kernel would read).
 //  - Test control: the apgas_fake_cuda_* functions at the end (extern "C"), reached with dlopen(RTLD_NOLOAD)+dlsym
-//    (tests/cuda_fake/fake_control.hpp): fail a device (sticky), fail the next calls of a function (one-shot), stall
-//    a call after it took effect, pause a device's streams, set the delay, read counters and device memory, reset.
+//    (tests/cuda_fake/fake_control.hpp): fail a device (sticky), fail the next calls of a function (one-shot, any
+//    error code), stall a call after it took effect, pause a device's streams, set the delay and the driver version,
+//    trace, read counters and device memory, reset.
 //
 // Robustness: the state is created on first use and never destroyed (anything may call in during exit, e.g. the
 // destructor of a static pinned_vector); an exit hook stops and joins every stream worker, after which operations
@@ -37,6 +49,8 @@
 // Locks: state::mu may be held while taking handles_mu; device mem (two of them in ordinal order) while taking
 // pinned_mu; no other lock is taken while one is held. A stream's mu is held only to queue, take or finish an
 // operation (a worker never holds it while it executes one).
+
+#include "fake_trace.h"
 
 #include <cuda.h>
 
@@ -81,7 +95,8 @@ constexpr unsigned char poison = 0xA5;
   X(peer_bytes_in) X(peer_copies_without_access) X(memset_ops) X(memset_bytes) X(kernel_launches) X(event_records) \
   X(event_queries) X(ops_executed) X(max_pending) X(pageable_async_copies) X(illegal_accesses)                     \
   X(wrong_context_calls) X(invalid_handle_calls) X(invalid_frees) X(allocs_total) X(frees_total)                    \
-  X(injected_failures) X(last_grid) X(last_block) X(last_shared)
+  X(injected_failures) X(last_grid) X(last_block) X(last_shared) X(sync_allocs) X(sync_frees) X(host_allocs)        \
+  X(host_frees_without_context)
 
 enum counter : int {
 #define APGAS_FAKE_ENUM(c) c,
@@ -110,6 +125,10 @@ bool is_sticky(int e) {
     case CUDA_ERROR_NVLINK_UNCORRECTABLE:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
     case CUDA_ERROR_UNKNOWN:
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
       return true;
     default:
       return false;
@@ -146,6 +165,9 @@ struct op {
   std::uint64_t generation = 0;
   std::vector<unsigned char> staged;  // h2d from pageable memory: the bytes, taken during the call
   const char* call = "";
+  // (trace)
+  std::uint64_t tag = 0;   // h2d: the first bytes of the source; kernel: of the body
+  long trace_index = -1;   // the op's trace entry, while tracing
 };
 
 }  // namespace
@@ -177,7 +199,12 @@ struct device_state {
   std::map<std::uintptr_t, std::size_t> allocs;  // (mem) address -> bytes
   std::size_t live_bytes = 0;                     // (mem)
   std::vector<bool> peer;                         // (state::mu) peer access enabled to device i
+  std::vector<bool> pool_access;                  // (state::mu) device i may access this device's default pool
   std::atomic<long long> counters[n_counters]{};
+  std::mutex trace_mu;
+  bool tracing = false;                                   // (trace_mu)
+  std::vector<apgas_fake_cuda_trace_entry> trace;         // (trace_mu)
+  std::uintptr_t watch = 0;                               // (trace_mu) the address kernels "read" (8 bytes)
 };
 
 struct injection {
@@ -205,6 +232,9 @@ struct state {
   std::atomic<int> stalling{0};                               // calls inside a stall right now
   std::string last_fault;                                     // (mu)
   std::unordered_map<const void*, int> function_shared;       // (mu) MAX_DYNAMIC_SHARED_SIZE_BYTES per function
+  std::unordered_map<const void*, int> function_static;       // (mu) static shared memory per function
+  int default_driver_version = 13000;
+  std::atomic<int> driver_version{13000};
   std::shared_mutex handles_mu;
   std::unordered_map<CUstream_st*, std::unique_ptr<CUstream_st>> streams;  // (handles_mu)
   std::unordered_map<CUevent_st*, std::shared_ptr<CUevent_st>> events;     // (handles_mu)
@@ -228,10 +258,13 @@ bool parse_env(const char* name, int lo, int hi, int& out) {
 state::state() {
   env_ok = parse_env("APGAS_FAKE_CUDA_DEVICES", 0, max_devices, ndevices);
   env_ok = parse_env("APGAS_FAKE_CUDA_DELAY_US", 0, 1000000, default_delay_us) && env_ok;
+  env_ok = parse_env("APGAS_FAKE_CUDA_DRIVER_VERSION", 1000, 99990, default_driver_version) && env_ok;
   delay_us.store(default_delay_us);
+  driver_version.store(default_driver_version);
   for (int i = 0; i < ndevices; ++i) {
     devices.push_back(std::make_unique<device_state>(i));
     devices.back()->peer.assign(static_cast<std::size_t>(ndevices), false);
+    devices.back()->pool_access.assign(static_cast<std::size_t>(ndevices), false);
   }
 }
 
@@ -457,6 +490,61 @@ void free_block(device_state& d, std::uintptr_t p, const char* call) {
   std::free(block);
 }
 
+int trace_kind(op_kind k) {
+  switch (k) {
+    case op_kind::h2d: return 'h';
+    case op_kind::d2h: return 'd';
+    case op_kind::d2d: return 'D';
+    case op_kind::peer: return 'p';
+    case op_kind::memset8: return 'm';
+    case op_kind::record: return 'r';
+    case op_kind::free_async: return 'f';
+    case op_kind::kernel: return 'k';
+  }
+  return '?';
+}
+
+/// While tracing, o's entry in d's trace (o is being enqueued on s, whose lock, if any, the caller holds).
+void trace_op(device_state& d, const CUstream_st* s, op& o) {
+  std::lock_guard lock(d.trace_mu);
+  if (!d.tracing) return;
+  apgas_fake_cuda_trace_entry e{};
+  e.stream = reinterpret_cast<std::uintptr_t>(s);
+  e.kind = trace_kind(o.kind);
+  e.host = o.host > 0 ? 1 : 0;
+  e.address = o.kind == op_kind::kernel ? o.src : o.dst;
+  e.bytes = o.n;
+  e.tag = o.tag;
+  o.trace_index = static_cast<long>(d.trace.size());
+  d.trace.push_back(e);
+}
+
+/// A kernel runs: what it would read at the watched address (8 bytes, if they lie in a live allocation) goes into its
+/// trace entry.
+void note_kernel_read(device_state& d, const op& o) {
+  std::uintptr_t watch = 0;
+  {
+    std::lock_guard lock(d.trace_mu);
+    watch = d.watch;
+  }
+  std::uint64_t seen = 0;
+  if (watch != 0) {
+    std::shared_lock m(d.mem);
+    if (inside(d, watch, sizeof seen)) std::memcpy(&seen, reinterpret_cast<const void*>(watch), sizeof seen);
+  }
+  std::lock_guard lock(d.trace_mu);
+  if (o.trace_index >= 0 && static_cast<std::size_t>(o.trace_index) < d.trace.size()) {
+    d.trace[static_cast<std::size_t>(o.trace_index)].seen = seen;
+  }
+}
+
+/// The first (up to 8) bytes at p, as a tag.
+std::uint64_t first_bytes(const void* p, std::size_t n) {
+  std::uint64_t t = 0;
+  if (p != nullptr) std::memcpy(&t, p, std::min(n, sizeof t));
+  return t;
+}
+
 /// Runs one operation of a stream of device d (on the stream's worker, or inline after the exit hook).
 void execute(device_state& d, op& o) {
   state& g = S();
@@ -473,6 +561,7 @@ void execute(device_state& d, op& o) {
       free_block(d, o.dst, "cuMemFreeAsync (when the stream reached it)");
       return;
     case op_kind::kernel:
+      if (o.trace_index >= 0) note_kernel_read(d, o);
       return;
     default:
       break;
@@ -624,11 +713,13 @@ void enqueue(device_state& d, CUstream_st* s, op o, bool wait) {
   }
   if (s == nullptr) {
     synchronize(d);
+    trace_op(d, s, o);
     execute(d, o);
     d.pending.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
   std::unique_lock lock(s->mu);
+  trace_op(d, s, o);
   if (!s->threaded) {  // after the exit hook: synchronously, here
     lock.unlock();
     execute(d, o);
@@ -762,6 +853,11 @@ const error_text error_texts[] = {
     APGAS_FAKE_ERR(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")
     APGAS_FAKE_ERR(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")
     APGAS_FAKE_ERR(CUDA_ERROR_TIMEOUT, "timeout reached")
+    APGAS_FAKE_ERR(CUDA_ERROR_CONTAINED, "an exception occurred on the device that is now contained by the GPU's "
+                                         "error containment capability")
+    APGAS_FAKE_ERR(CUDA_ERROR_TENSOR_MEMORY_LEAK, "tensor memory not completely freed")
+    APGAS_FAKE_ERR(CUDA_ERROR_MPS_CLIENT_TERMINATED, "the MPS client has been terminated by the server")
+    APGAS_FAKE_ERR(CUDA_ERROR_EXTERNAL_DEVICE, "an async error has occurred in an external entity outside of CUDA")
     APGAS_FAKE_ERR(CUDA_ERROR_UNKNOWN, "unknown error")
 };
 #undef APGAS_FAKE_ERR
@@ -824,11 +920,20 @@ int attribute_value(CUdevice_attribute a, int ordinal, bool& known) {
   }
 }
 
+int function_static_shared(CUfunction f) {
+  state& g = S();
+  std::lock_guard lock(g.mu);
+  auto it = g.function_static.find(f);
+  return it == g.function_static.end() ? 0 : it->second;
+}
+
+/// MAX_DYNAMIC_SHARED_SIZE_BYTES: what the function opted in to, else 48 KiB less its static shared memory.
 int function_dynamic_shared(CUfunction f) {
+  const int fixed = function_static_shared(f);
   state& g = S();
   std::lock_guard lock(g.mu);
   auto it = g.function_shared.find(f);
-  return it == g.function_shared.end() ? default_dynamic_shared : it->second;
+  return it == g.function_shared.end() ? std::max(default_dynamic_shared - fixed, 0) : it->second;
 }
 
 int blocks_per_sm(int block, std::size_t dynamic_shared) {
@@ -863,7 +968,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
 
 CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
   if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *driverVersion = 13000;
+  *driverVersion = S().driver_version.load();
   return CUDA_SUCCESS;
 }
 
@@ -965,7 +1070,15 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
   }
   if (!valid_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   if (dev(ctx).retains.load() == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  if (CUresult r = injected("cuCtxSetCurrent", ctx->ordinal); r != CUDA_SUCCESS) return r;
   t_current = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+  if (!S().initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = t_current;
   return CUDA_SUCCESS;
 }
 
@@ -1123,6 +1236,7 @@ device_state* owner_of(std::uintptr_t p) {
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
   device_state* d = nullptr;
   if (CUresult r = current(d, "cuMemAlloc"); r != CUDA_SUCCESS) return r;
+  count(*d, sync_allocs);
   return allocate(*d, bytesize, dptr);
 }
 
@@ -1136,6 +1250,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (CUresult r = injected("cuMemFree", d->ordinal); r != CUDA_SUCCESS) return r;
+  count(*d, sync_frees);
   synchronize(*d);  // as the real one: work in flight finishes first
   free_block(*d, p, "cuMemFree");
   return static_cast<CUresult>(d->failed.load());
@@ -1201,13 +1316,21 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
     std::unique_lock lock(g.pinned_mu);
     g.pinned.emplace(reinterpret_cast<std::uintptr_t>(p), bytesize);
   }
+  count(*d, host_allocs);
   *pp = p;
   return CUDA_SUCCESS;
 }
 
+// Strict: a context must be current (whether the real driver insists is not documented; the backend makes one
+// current anyway). A call without one fails and is counted.
 CUresult CUDAAPI cuMemFreeHost(void* p) {
   if (!S().initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
   state& g = S();
+  if (t_current == nullptr) {
+    if (!g.devices.empty()) count(*g.devices.front(), host_frees_without_context);
+    std::fprintf(stderr, "apgas fake CUDA: cuMemFreeHost(%p) without a current context\n", p);
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
   {
     std::unique_lock lock(g.pinned_mu);  // waits for a copy reading or writing the block right now
     auto it = g.pinned.find(reinterpret_cast<std::uintptr_t>(p));
@@ -1237,6 +1360,7 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void* srcHost, s
     std::shared_lock lock(S().pinned_mu);
     o.host = pinned_state(o.src, o.n);
   }
+  o.tag = first_bytes(srcHost, ByteCount);
   if (o.host == 0) {  // pageable: the driver stages the bytes before returning
     count(*d, pageable_async_copies);
     o.staged.assign(static_cast<const unsigned char*>(srcHost), static_cast<const unsigned char*>(srcHost) + ByteCount);
@@ -1340,6 +1464,8 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
   op o;
   o.kind = op_kind::kernel;
   o.call = "cuLaunchKernel";
+  o.src = reinterpret_cast<std::uintptr_t>(f);
+  if (kernelParams != nullptr) o.tag = first_bytes(kernelParams[0], sizeof o.tag);
   enqueue(*d, s, std::move(o), false);
   stall_point("cuLaunchKernel", d->ordinal);
   return CUDA_SUCCESS;
@@ -1355,7 +1481,7 @@ CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunc
   }
   switch (attrib) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = function_static_shared(hfunc); break;
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = regs_per_thread; break;
@@ -1375,7 +1501,7 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attri
   if (!S().initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
   if (hfunc == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
-    if (value < 0 || value > max_shared_optin) return CUDA_ERROR_INVALID_VALUE;
+    if (value < 0 || value > max_shared_optin - function_static_shared(hfunc)) return CUDA_ERROR_INVALID_VALUE;
     {
       std::lock_guard lock(S().mu);
       S().function_shared[hfunc] = value;
@@ -1422,6 +1548,36 @@ CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUf
   const int ordinal = t_current != nullptr ? t_current->ordinal : -1;
   if (CUresult r = injected("cuOccupancyMaxActiveBlocksPerMultiprocessor", ordinal); r != CUDA_SUCCESS) return r;
   *numBlocks = blocks_per_sm(blockSize, dynamicSMemSize);
+  return CUDA_SUCCESS;
+}
+
+// One default pool per device: its handle is the device's context object (opaque to the caller).
+CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
+  if (!S().initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  device_state* d = device_at(dev);
+  if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  *pool_out = reinterpret_cast<CUmemoryPool>(&d->ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  if (!S().initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (pool == nullptr || (map == nullptr && count != 0)) return CUDA_ERROR_INVALID_VALUE;
+  const auto* ctx = reinterpret_cast<const CUctx_st*>(pool);
+  if (!valid_context(ctx)) return CUDA_ERROR_INVALID_VALUE;
+  device_state& d = dev(ctx);
+  std::lock_guard lock(S().mu);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || device_at(map[i].location.id) == nullptr) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (map[i].location.id == d.ordinal) {  // the owner's own access cannot be changed
+      if (map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return CUDA_ERROR_INVALID_DEVICE;
+      continue;
+    }
+    d.pool_access[static_cast<std::size_t>(map[i].location.id)] = map[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -1489,8 +1645,9 @@ APGAS_FAKE_EXPORT void apgas_fake_cuda_set_delay_us(int us) { S().delay_us.store
 
 APGAS_FAKE_EXPORT int apgas_fake_cuda_delay_us(void) { return S().delay_us.load(); }
 
-/// Every device healthy and running, no injected failures, counters zero, the delay back to the environment's.
-/// Allocations, streams and events stay.
+/// Every device healthy and running, no injected failures, counters zero, the delay and the driver version back to
+/// the environment's, no trace, no watched address. Allocations, streams, events, functions' opt-ins and static shared
+/// memory stay.
 APGAS_FAKE_EXPORT void apgas_fake_cuda_reset(void) {
   state& g = S();
   {
@@ -1502,10 +1659,15 @@ APGAS_FAKE_EXPORT void apgas_fake_cuda_reset(void) {
     g.last_fault.clear();
   }
   g.delay_us.store(g.default_delay_us);
+  g.driver_version.store(g.default_driver_version);
   for (auto& d : g.devices) {
     d->failed.store(0);
     d->paused.store(false);
     for (int c = 0; c < n_counters; ++c) d->counters[c].store(0);
+    std::lock_guard lock(d->trace_mu);
+    d->tracing = false;
+    d->trace.clear();
+    d->watch = 0;
   }
   notify_streams(nullptr);
 }
@@ -1598,3 +1760,60 @@ APGAS_FAKE_EXPORT int apgas_fake_cuda_synchronize(int device) {
   synchronize(*d);
   return 0;
 }
+
+/// The version cuDriverGetVersion reports from now on (e.g. 12040 for CUDA 12.4). -1: out of range.
+APGAS_FAKE_EXPORT int apgas_fake_cuda_set_driver_version(int version) {
+  if (version < 1000 || version > 99990) return -1;
+  S().driver_version.store(version);
+  return 0;
+}
+
+/// The static shared memory of `function` (any CUfunction handle), as CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES reports it
+/// and as the launch limits count it. -1: out of range.
+APGAS_FAKE_EXPORT int apgas_fake_cuda_set_static_shared(const void* function, int bytes) {
+  if (function == nullptr || bytes < 0 || bytes > max_shared_optin) return -1;
+  std::lock_guard lock(S().mu);
+  S().function_static[function] = bytes;
+  return 0;
+}
+
+/// Start (nonzero) or stop tracing `device`'s stream operations; starting clears the trace. -1: bad device.
+APGAS_FAKE_EXPORT int apgas_fake_cuda_trace(int device, int on) {
+  device_state* d = device_at(device);
+  if (d == nullptr) return -1;
+  std::lock_guard lock(d->trace_mu);
+  if (on != 0) d->trace.clear();
+  d->tracing = on != 0;
+  return 0;
+}
+
+/// Copies up to `max` entries of `device`'s trace into out (in order); returns how many there are in all.
+APGAS_FAKE_EXPORT long apgas_fake_cuda_trace_read(int device, apgas_fake_cuda_trace_entry* out, long max) {
+  device_state* d = device_at(device);
+  if (d == nullptr) return -1;
+  std::lock_guard lock(d->trace_mu);
+  const long n = static_cast<long>(d->trace.size());
+  for (long i = 0; i < n && i < max && out != nullptr; ++i) out[i] = d->trace[static_cast<std::size_t>(i)];
+  return n;
+}
+
+/// The device address whose 8 bytes each kernel of `device` "reads" when its stream executes it (trace entry
+/// `seen`); 0: none.
+APGAS_FAKE_EXPORT int apgas_fake_cuda_watch(int device, unsigned long long address) {
+  device_state* d = device_at(device);
+  if (d == nullptr) return -1;
+  std::lock_guard lock(d->trace_mu);
+  d->watch = static_cast<std::uintptr_t>(address);
+  return 0;
+}
+
+/// 1 when device `peer` may access device `device`'s default memory pool (cuMemPoolSetAccess), 0 if not; -1: bad ids.
+APGAS_FAKE_EXPORT int apgas_fake_cuda_pool_access(int device, int peer) {
+  device_state* d = device_at(device);
+  if (d == nullptr || device_at(peer) == nullptr) return -1;
+  std::lock_guard lock(S().mu);
+  return d->pool_access[static_cast<std::size_t>(peer)] ? 1 : 0;
+}
+
+/// The context current on the calling thread: the device it belongs to, -1 when none is current.
+APGAS_FAKE_EXPORT int apgas_fake_cuda_current_device(void) { return t_current == nullptr ? -1 : t_current->ordinal; }

@@ -1,14 +1,11 @@
 // The CUDA backend (cuda_place/src/backend.cpp, spooler.cpp) driven for real through the fake driver
 // (tests/cuda_fake/fake_cuda.cpp, named by APGAS_CUDA_DRIVER): one host with 2 fake GPUs, places 1 and 2.
 //
-// Every test of the FakeGpu fixture ends by checking what the fake saw: no illegal address (a copy outside a live
-// allocation, a use after free), no call in the wrong context, no stale handle, no double free, and no async copy
-// from or to pageable memory (the backend must only hand page-locked memory to the DMA engine).
-//
-// The accelerator (and with it the GPU's streams and DMA slices) is kept between runs with the same GPU settings
-// (apgas/src/gpu.cpp): tests that kill a GPU use a DMA slice size of their own, so that no other test inherits the
-// dead GPU place.
+// Every test of the FakeGpu fixture (fake_fixture.hpp) ends by checking what the fake saw: no illegal address (a copy
+// outside a live allocation, a use after free), no call in the wrong context, no stale handle, no double free, and no
+// async copy from or to pageable memory (the backend must only hand page-locked memory to the DMA engine).
 #include "cuda_fake/fake_control.hpp"
+#include "cuda_fake/fake_fixture.hpp"
 #include "support/run.hpp"
 
 #include <apgas/apgas.hpp>
@@ -33,76 +30,9 @@ using apgas_test::pattern;
 namespace {
 
 using apgas::place;
+using namespace apgas_test::fake_gpu;
 using apgas_test::fake;
 using apgas_test::what_of;
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * KiB;
-
-apgas::config gpu_config(std::string gpus = "all", std::size_t slice = apgas::config::default_dma_slice,
-                         int nthreads = 2) {
-  apgas::config cfg;
-  cfg.nthreads = nthreads;
-  cfg.gpus = std::move(gpus);
-  cfg.cuda_dma_slice = slice;
-  return cfg;
-}
-
-/// A configuration no other run of this process has used: a fresh accelerator (new streams, an empty event pool, no
-/// dead GPU inherited), for the tests that kill a GPU or need an empty event pool (also under --gtest_repeat).
-apgas::config fresh_gpu_config() {
-  static int n = 0;
-  return gpu_config("all", MiB + 4 * KiB * static_cast<std::size_t>(++n));
-}
-
-/// Run body as the main activity of a run with cfg; the run must return 0 and the body end.
-template <class F>
-void run_gpu(const apgas::config& cfg, F&& body) {
-  bool finished = false;
-  const int rc = apgas::run(cfg, [&] {
-    body();
-    finished = true;
-  });
-  ASSERT_EQ(rc, 0) << "apgas::run failed (its exceptions are printed above)";
-  ASSERT_TRUE(finished);
-}
-
-template <class T, class A>
-apgas::pinned_vector<T> pinned_copy(const std::vector<T, A>& v) {
-  return apgas::pinned_vector<T>(v.begin(), v.end());
-}
-
-/// The fake device of a GPU place of this (single) host: places 1.. are devices 0.. in the default configuration.
-int device_of(place p) { return p.id() - 1; }
-
-/// First index where a and b differ (or -1): a compact failure message for large buffers.
-template <class A, class B>
-long long first_difference(const A& a, const B& b) {
-  if (a.size() != b.size()) return -2;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) return static_cast<long long>(i);
-  }
-  return -1;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-long long counter(int device, const char* name) { return fake().counter(device, name); }
-
-/// Every test starts with a healthy fake with zero counters, and ends by checking that the backend never made a
-/// call the fake had to refuse or flag.
-class FakeGpu : public testing::Test {
- protected:
-  void SetUp() override { fake().reset(); }
-  void TearDown() override {
-    EXPECT_EQ(counter(-1, "illegal_accesses"), 0) << "last fault: " << fake().last_fault();
-    EXPECT_EQ(counter(-1, "wrong_context_calls"), 0);
-    EXPECT_EQ(counter(-1, "invalid_handle_calls"), 0);
-    EXPECT_EQ(counter(-1, "invalid_frees"), 0);
-    EXPECT_EQ(counter(-1, "pageable_async_copies"), 0);
-    fake().reset();
-  }
-};
 
 // ---- the place tree -----------------------------------------------------------------------------------------------
 
@@ -210,6 +140,7 @@ TEST_F(FakeGpu, MakeRemoteArrayIsZeroFilledAndFreeReleasesIt) {
         apgas::free_remote_array(a);
         EXPECT_EQ(a.token(), 0u);
         EXPECT_EQ(a.size(), 0u);
+        fake().synchronize(dev);  // (a stream-ordered free: done when the stream gets there)
         EXPECT_EQ(counter(dev, "allocations"), before) << "n = " << n;
         apgas::free_remote_array(a);  // an empty array: nothing to do
       }
@@ -245,6 +176,7 @@ TEST_F(FakeGpu, MakeRemoteArrayFilledClonedAndGenerated) {
         apgas::free_remote_array(clone);
         apgas::free_remote_array(gen);
       }
+      fake().synchronize(dev);
       EXPECT_EQ(counter(dev, "allocations"), before);
     }
   });
@@ -683,11 +615,13 @@ TEST_F(FakeGpu, NonStickyFailuresAreCudaErrorsAndThePlaceStaysUsable) {
     const long long before = counter(dev, "allocations");
     fake().fail_next(dev, "cuMemsetD8Async", CUDA_ERROR_INVALID_VALUE, 1);
     EXPECT_THROW((void)apgas::make_remote_array<int>(g, 100), apgas::cuda_error);
+    fake().synchronize(dev);
     EXPECT_EQ(counter(dev, "allocations"), before);
-    fake().fail_next(dev, "cuMemAlloc", CUDA_ERROR_OUT_OF_MEMORY, 1);
+    // (Remote arrays come from the stream-ordered allocator: cuMemAllocAsync and cuMemFreeAsync.)
+    fake().fail_next(dev, "cuMemAllocAsync", CUDA_ERROR_OUT_OF_MEMORY, 1);
     EXPECT_TRUE(contains(what_of<apgas::cuda_error>([&] { (void)apgas::make_remote_array<int>(g, 100); }),
                          "out of device memory"));
-    fake().fail_next(dev, "cuMemFree", CUDA_ERROR_INVALID_VALUE, 1);
+    fake().fail_next(dev, "cuMemFreeAsync", CUDA_ERROR_INVALID_VALUE, 1);
     auto c = apgas::make_remote_array<int>(g, 100);
     EXPECT_THROW(apgas::free_remote_array(c), apgas::cuda_error);
     EXPECT_EQ(c.home(), g);
@@ -703,6 +637,7 @@ TEST_F(FakeGpu, NonStickyFailuresAreCudaErrorsAndThePlaceStaysUsable) {
     EXPECT_EQ(first_difference(fake().read<std::uint8_t>(0, other.token(), n), src), -1);
     apgas::free_remote_array(a);
     apgas::free_remote_array(other);
+    fake().synchronize(dev);
     EXPECT_EQ(counter(dev, "allocations"), allocations);
   });
 }
@@ -713,40 +648,6 @@ TEST_F(FakeGpu, NonStickyFailuresAreCudaErrorsAndThePlaceStaysUsable) {
 // request is built here by hand, as kernel.cuh would build it, with a made-up CUfunction (the fake only uses it as a
 // handle, and runs the kernel as a no-op): this tests the backend's pre step (limits, shared-memory opt-in, uploads,
 // constant data, spilled bodies), its completion and post step (the launch's buffers freed), and its errors.
-
-const char entry_a = 'a';
-const char entry_b = 'b';
-const char entry_c = 'c';
-const char entry_d = 'd';
-std::atomic<std::uintptr_t> g_constant_address{0};
-void* constant_address() { return reinterpret_cast<void*>(g_constant_address.load()); }
-
-struct hand_made_kernel {
-  explicit hand_made_kernel(const void* entry) {
-    r.entry = entry;
-    r.resolve = [](const void* e) -> void* { return const_cast<void*>(e); };
-    r.constant_symbol = &constant_address;
-    r.constant_capacity = 64 * KiB;
-    r.shape = &shape;
-    r.write_desc = [](void* desc, const void* ctx, const std::uintptr_t* uploads) {
-      auto* self = static_cast<hand_made_kernel*>(const_cast<void*>(ctx));
-      for (std::size_t i = 0; i < self->r.uploads.size(); ++i) self->seen[i] = uploads[i];
-      if (!self->r.uploads.empty()) std::memcpy(desc, uploads, self->r.uploads.size() * sizeof(std::uintptr_t));
-    };
-    r.desc_ctx = this;
-    r.desc_bytes = 4 * sizeof(std::uintptr_t);
-    r.body = body.data();
-    r.body_bytes = body.size();
-  }
-  hand_made_kernel(const hand_made_kernel&) = delete;
-  hand_made_kernel& operator=(const hand_made_kernel&) = delete;
-  void upload(const std::vector<int>& v) { r.uploads.push_back({v.data(), v.size() * sizeof(int)}); }
-
-  apgas::grid shape{4, 128};
-  std::vector<std::byte> body = std::vector<std::byte>(96, std::byte{1});
-  std::uintptr_t seen[4] = {};
-  apgas::detail::gpu_kernel_request r;
-};
 
 TEST_F(FakeGpu, KernelLaunchesThroughTheSeam) {
   run_gpu(gpu_config(), [] {
@@ -857,10 +758,6 @@ TEST_F(FakeGpu, KernelLaunchesThroughTheSeam) {
     EXPECT_EQ(counter(dev, "allocations"), allocations);
     apgas::free_remote_array(constant_buffer);
   });
-  // Kernel uploads, constant data and spilled bodies are copied from pageable host memory (the driver stages such
-  // copies itself); expected here, and not counted against the other tests.
-  EXPECT_GT(counter(0, "pageable_async_copies"), 0);
-  fake().reset();
 }
 
 // Several kernels in flight on one GPU (X10 allowed one): with the device paused, four launches from four
@@ -983,7 +880,6 @@ TEST_F(FakeGpu, ALaunchWhoseEventCannotBeCreatedLeavesNothingBehind) {
     // The place is usable.
     apgas::finish([&] { apgas::detail::gpu_launch(g, k.r); });
   });
-  fake().reset();  // (pageable uploads: see KernelLaunchesThroughTheSeam)
 }
 
 // ---- what cannot run on a GPU place --------------------------------------------------------------------------------

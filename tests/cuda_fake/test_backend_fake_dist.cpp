@@ -278,6 +278,23 @@ TEST(FakeGpuDistUneven, AGpuOneHostLacksStopsEveryHost) {
   run_everywhere([] { EXPECT_EQ(apgas::num_hosts(), 2); });
 }
 
+// The default GPU selection (APGAS_GPUS unset, ctest apgas.cuda_fake.backend_dist_share_np2): the two processes are
+// local ranks 0 and 1 of one node with two (fake) GPUs, so each takes one: host 0 device 0, host 1 device 1.
+TEST(FakeGpuDistShare, EachProcessTakesItsNodeLocalShare) {
+  if (std::getenv("APGAS_TEST_SHARE") == nullptr) GTEST_SKIP() << "runs as ctest apgas.cuda_fake.backend_dist_share_np2";
+  run_everywhere([] {
+    ASSERT_EQ(apgas::num_hosts(), 2);
+    ASSERT_EQ(apgas::all_places().size(), 4u);
+    ASSERT_EQ(place(0).children().size(), 1u);
+    ASSERT_EQ(place(1).children().size(), 1u);
+    EXPECT_EQ(apgas::describe(place(2)), "Fake GPU 0 (device 0, 132 SMs, 80 GiB)");
+    EXPECT_EQ(apgas::describe(place(3)), "Fake GPU 1 (device 1, 132 SMs, 80 GiB)");
+    // No context on the other process's GPU.
+    EXPECT_EQ(remote_counter(place(0), 1, "retains"), 0);
+    EXPECT_EQ(remote_counter(place(1), 0, "retains"), 0);
+  });
+}
+
 // A GPU of host 1 dies: place 0 gets dead_place_exception (where() = that place) through the routed copy and at
 // once afterwards; host 1's other GPU keeps working. (A DMA slice size of its own: the dead GPU is not inherited by
 // a later run, see test_backend_fake.cpp.)

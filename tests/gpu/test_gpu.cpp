@@ -169,7 +169,8 @@ void auto_grid_and_large_shared_memory_and_spilled_body() {
     });
     EXPECT_EQ(g2, c2);
     EXPECT_EQ(g2[0], 25'600);
-    // A body of 8 KiB of captures: more than the 4 KiB of kernel parameters, so it is spilled to device memory.
+    // A body of 8 KiB of captures: passed as kernel parameters (up to 32764 bytes since CUDA 12.1); one of 48 KiB:
+    // more than that, so it is spilled to device memory.
     std::array<int, 2048> lookup{};
     for (std::size_t i = 0; i < lookup.size(); ++i) lookup[i] = static_cast<int>(i * 3);
     auto [g3, c3] = both<int>(4096, [lookup](apgas::remote_array<int> a) {
@@ -181,6 +182,17 @@ void auto_grid_and_large_shared_memory_and_spilled_body() {
     });
     EXPECT_EQ(g3, c3);
     EXPECT_EQ(g3[4095], 2047 * 3);
+    std::array<int, 12288> wide{};
+    for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<int>(i * 7);
+    auto [g4, c4] = both<int>(20000, [wide](apgas::remote_array<int> a) {
+      return apgas::cuda_kernel(apgas::grid{8, 128}, [=] APGAS_KERNEL(apgas::thread t) {
+        for (long i = t.global_id(); i < static_cast<long>(a.size()); i += t.global_count()) {
+          a.data()[i] = wide[i % wide.size()];
+        }
+      });
+    });
+    EXPECT_EQ(g4, c4);
+    EXPECT_EQ(g4[12289], 7);
   });
 }
 

@@ -28,9 +28,11 @@ struct config {
   static constexpr std::size_t max_dma_slice = std::size_t{256} << 20;
   static constexpr int max_gpu_ordinal = 1023;
 
-  /// Which GPUs of each host become places (APGAS_GPUS): "all", "none", or a comma-separated list of device
-  /// ordinals ("0,2"), in the order they become places. A listed GPU the host does not have stops start-up.
-  std::string gpus = "all";
+  /// Which GPUs of each host become places (APGAS_GPUS): "auto" (this process's share of its node's GPUs: all of
+  /// them for a process alone on its node; with several processes of the job on the node, the node-local rank's
+  /// contiguous block, from the launcher's variables — docs/building.md), "all", "none", or a comma-separated list of
+  /// device ordinals ("0,2"), in the order they become places. A listed GPU the host does not have stops start-up.
+  std::string gpus = "auto";
   /// Bytes of each pinned staging slice of the DMA spooler (APGAS_CUDA_DMA_SLICE; suffixes K, M, G), a multiple of
   /// 4 KiB from 64 KiB to 256 MiB. The default, 4 MiB, is explained in docs/decisions/0006-gpu-places.md.
   std::size_t cuda_dma_slice = default_dma_slice;
@@ -49,8 +51,8 @@ struct config {
   static config from_env();
   /// Throws config_error if a field is out of range.
   void validate() const;
-  /// The device ordinals listed by `gpus`, in order: empty for "none", and for "all" (see all_gpus()). Throws
-  /// config_error for a malformed value (not all/none, not a number, out of 0..max_gpu_ordinal, a duplicate).
+  /// The device ordinals listed by `gpus`, in order: empty for "none", "auto" and "all" (see all_gpus()). Throws
+  /// config_error for a malformed value (not auto/all/none, not a number, out of 0..max_gpu_ordinal, a duplicate).
   std::vector<int> gpu_list() const;
   bool all_gpus() const noexcept { return gpus == "all"; }
 };

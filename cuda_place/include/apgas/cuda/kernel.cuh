@@ -6,18 +6,22 @@
 /// --expt-relaxed-constexpr (std::span and the thread handle in device code).
 ///
 /// One kernel closure type K instantiates one __global__ function template. It takes two parameters: the body (the
-/// closure's captures, by value — or, when body and descriptor would not fit in the 4 KiB parameter space, a pointer
-/// to a device copy of the body: chosen at compile time) and a descriptor of the resources (offsets into the dynamic
+/// closure's captures, by value — or, when body and descriptor would not fit in the kernel parameter space (32764
+/// bytes since CUDA 12.1, param_space), a pointer to a device copy of the body: chosen at compile time) and a descriptor of the resources (offsets into the dynamic
 /// shared memory, device addresses of global_from buffers and shared_from sources, offsets into the constant
 /// buffer). Each block first fills its shared arrays (all threads cooperate, then __syncthreads()), then every thread
-/// calls the body. The pre step on the host (gpu_launch in the core, cuda_place/src/backend.cpp) resolves the
+/// calls the body. The pre step on the host (gpu_launch in the core, cuda_place/src/device.cpp) resolves the
 /// function, chooses or checks the grid, uploads the buffers and the constant data and launches; the post step
 /// frees the buffers and notifies the finish.
 ///
 /// Constant memory: each nvcc file has one constant buffer of APGAS_CONSTANT_BYTES (define it before including
 /// apgas headers to leave room for __constant__ data of your own; default 64 KiB, the CUDA limit per file). Kernels
-/// that use constant_from are launched in order on one stream per GPU, so a launch never overwrites the constant data
-/// of a kernel still running.
+/// that use constant_from are launched in order on one stream per GPU, each right after its own constant copy (the
+/// backend enqueues the two as one step), so a launch never overwrites the constant data of a kernel still running.
+///
+/// Everything here has internal linkage (an unnamed namespace): each nvcc file has its own kernel entries, its own
+/// constant buffer and its own launch code, so a named functor kernel type launched from two nvcc files reads the
+/// constant buffer of the file that launched it.
 
 #if !defined(__CUDACC__)
 #error "apgas/cuda/kernel.cuh is the device side of apgas kernels: include <apgas/apgas.hpp> in a file compiled by nvcc"
@@ -37,6 +41,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -45,9 +50,9 @@
 #endif
 
 namespace apgas::detail::cuda {
-namespace {
+namespace {  // (to the end of the namespace: see above)
 
-// This file's constant buffer (internal linkage: one per nvcc file, in that file's module).
+// This file's constant buffer (one per nvcc file, in that file's module).
 __constant__ __align__(16) unsigned char constant_buffer[APGAS_CONSTANT_BYTES];
 
 template <int = 0>
@@ -61,19 +66,22 @@ void* constant_address() {
   return p;
 }
 
-}  // namespace
-
 /// The CUfunction of a kernel entry in the context current on this thread.
 inline void* resolve_entry(const void* entry) {
   cudaFunction_t f = nullptr;
   const cudaError_t e = cudaGetFuncBySymbol(&f, entry);
   if (e != cudaSuccess) {
     const bool no_image = e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction;
+    const bool old_driver = e == cudaErrorInsufficientDriver;
     throw cuda_error(static_cast<int>(e),
                      std::string("apgas: cudaGetFuncBySymbol: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-                         ")" + (no_image ? ": the kernel has no image for this GPU (built for other "
-                                           "CMAKE_CUDA_ARCHITECTURES?)"
-                                         : ""));
+                         ")" +
+                         (no_image     ? ": the kernel has no image for this GPU (built for other "
+                                         "CMAKE_CUDA_ARCHITECTURES?)"
+                          : old_driver ? ": this program was built with CUDA " + std::to_string(CUDART_VERSION / 1000) +
+                                             "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                                             ", newer than the CUDA driver supports (update the NVIDIA driver)"
+                                       : std::string()));
   }
   return reinterpret_cast<void*>(f);
 }
@@ -158,7 +166,9 @@ inline constexpr bool fills_shared<shared_array<T, N, true>> = true;
 template <class T>
 inline constexpr bool fills_shared<shared_copy<T>> = true;
 
-extern __shared__ __align__(16) unsigned char dynamic_shared[];
+/// Alignment of the dynamic shared memory's base, and so the most a shared array's element type may ask for.
+inline constexpr std::size_t shared_base_align = 128;
+extern __shared__ __align__(128) unsigned char dynamic_shared[];
 
 __device__ inline dim3 to_dim3(::dim3 d) { return dim3(static_cast<int>(d.x), static_cast<int>(d.y), static_cast<int>(d.z)); }
 
@@ -176,13 +186,29 @@ __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_
   }
 }
 
+// In host code an [=] APGAS_KERNEL lambda is nvcc's wrapper (never trivially copyable, so kernel.hpp cannot check
+// it); here, in the device pass, it is the closure itself: what is shipped to the device must be bytes that mean the
+// same there.
+#if defined(__CUDA_ARCH__)
+#define APGAS_DETAIL_CHECK_DEVICE_BODY(Body)                                                                         \
+  static_assert(std::is_trivially_copyable_v<Body>,                                                                 \
+                "apgas::cuda_kernel: the body must be trivially copyable (it is shipped to the device): this lambda " \
+                "captures something that is not (a std::vector, std::string, std::function...), whose device copy " \
+                "would hold host pointers; capture scalars, place, remote_array, std::array; pass host data through " \
+                "resources (shared_from, constant_from, global_from)")
+#else
+#define APGAS_DETAIL_CHECK_DEVICE_BODY(Body)
+#endif
+
 template <body_kind Kind, class Body, class... R>
 __global__ void entry_direct(Body body, dev_desc<R...> d) {
+  APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Kind>(body, d, std::index_sequence_for<R...>{});
 }
 
 template <body_kind Kind, class Body, class... R>
 __global__ void entry_spilled(const Body* body, dev_desc<R...> d) {
+  APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Kind>(*body, d, std::index_sequence_for<R...>{});
 }
 
@@ -190,16 +216,20 @@ __global__ void entry_spilled(const Body* body, dev_desc<R...> d) {
 // so that MaxThreads threads per block (and MinBlocks blocks per SM) fit.
 template <int MaxThreads, int MinBlocks, body_kind Kind, class Body, class... R>
 __global__ void __launch_bounds__(MaxThreads, MinBlocks) entry_direct_bounded(Body body, dev_desc<R...> d) {
+  APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Kind>(body, d, std::index_sequence_for<R...>{});
 }
 
 template <int MaxThreads, int MinBlocks, body_kind Kind, class Body, class... R>
 __global__ void __launch_bounds__(MaxThreads, MinBlocks) entry_spilled_bounded(const Body* body, dev_desc<R...> d) {
+  APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Kind>(*body, d, std::index_sequence_for<R...>{});
 }
+#undef APGAS_DETAIL_CHECK_DEVICE_BODY
 
-/// Bytes of kernel parameters every GPU accepts; a body and descriptor larger than this go by pointer.
-inline constexpr std::size_t param_space = 4096;
+/// Bytes of kernel parameters a launch may pass; a body and descriptor larger than this go by pointer. 32764 since
+/// CUDA 12.1 on Volta and newer (every GPU CUDA 13 supports); 4096 before.
+inline constexpr std::size_t param_space = CUDART_VERSION >= 12010 ? 32764 : 4096;
 
 // ---- the host side: plan the resources, build the request, launch ----------------------------------------------
 
@@ -226,7 +256,14 @@ struct launch_layout {
 };
 
 template <class T>
-inline constexpr std::size_t shared_align = alignof(T) > 16 ? alignof(T) : 16;
+constexpr std::size_t shared_alignment() {
+  static_assert(alignof(T) <= shared_base_align,
+                "apgas::shared/shared_from: the element type is aligned to more than 128 bytes, the alignment of the "
+                "dynamic shared memory");
+  return alignof(T) > 16 ? alignof(T) : 16;
+}
+template <class T>
+inline constexpr std::size_t shared_align = shared_alignment<T>();
 
 template <class T, std::size_t N, bool Fill>
 resource_slot lay_out(launch_layout& l, const shared_array<T, N, Fill>& r) {
@@ -346,6 +383,7 @@ void launch_parts(place p, const Shape& shape, const void* body, const std::tupl
   }
 }
 
+}  // namespace
 }  // namespace apgas::detail::cuda
 
 namespace apgas::detail {

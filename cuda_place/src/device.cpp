@@ -1,0 +1,683 @@
+#include "device.hpp"
+
+#include <apgas/activity.hpp>
+#include <apgas/error.hpp>
+#include <apgas/runtime.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace apgas::detail::gpu {
+namespace {
+
+/// Uploads of at least this many bytes go through the DMA spooler (page-locked slices, host copies in parallel)
+/// instead of a staging block: staging them would pin and keep large blocks for the launch data alone.
+constexpr std::size_t spooled_upload = std::size_t{1} << 20;
+/// Staging blocks kept per GPU between launches.
+constexpr std::size_t staging_keep = std::size_t{32} << 20;
+/// Launch data is packed into its staging block at this alignment.
+constexpr std::size_t staging_align = 256;
+
+int attribute(const driver& d, CUdevice dev, CUdevice_attribute a) {
+  int v = 0;
+  if (d.cuDeviceGetAttribute(&v, a, dev) != CUDA_SUCCESS) return 0;
+  return v;
+}
+
+std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+device::device(const driver& d, int ordinal, std::size_t slice_bytes, int slices) : d_(d), ordinal_(ordinal) {
+  check(d_.cuDeviceGet(&dev_, ordinal), "cuDeviceGet");
+  char name[256] = {};
+  check(d_.cuDeviceGetName(name, sizeof name - 1, dev_), "cuDeviceGetName");
+  limits_.sms = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  limits_.max_threads_per_block = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  limits_.max_blocks = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  limits_.max_grid_y = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+  limits_.max_grid_z = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+  limits_.max_block = dim3(attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+                           attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                           attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z));
+  limits_.max_shared_optin =
+      static_cast<std::size_t>(attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+  if (limits_.max_shared_optin == 0) {
+    limits_.max_shared_optin =
+        static_cast<std::size_t>(attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+  }
+  limits_.shared_per_sm =
+      static_cast<std::size_t>(attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  limits_.threads_per_sm = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  limits_.regs_per_sm = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  limits_.regs_per_block = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+  pools_ = attribute(d_, dev_, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
+  std::size_t total = 0;
+  check(d_.cuDeviceTotalMem(&total, dev_), "cuDeviceTotalMem");
+  description_ = std::string(name) + " (device " + std::to_string(ordinal) + ", " + std::to_string(limits_.sms) +
+                 " SMs, " + std::to_string(total >> 30) + " GiB)";
+
+  check(d_.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+  const context_scope scope(d_, ctx_);
+  entered(scope);
+  for (CUstream& s : kstreams_) check(d_.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  check(d_.cuStreamCreate(&h2d_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  check(d_.cuStreamCreate(&d2h_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  // The spooler's rings: allocated and touched once, here (pinning costs about 1 GB/s, first touch is slow too).
+  const std::size_t bytes = 2 * static_cast<std::size_t>(slices) * slice_bytes;
+  check(d_.cuMemHostAlloc(&slices_, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc (DMA slices)");
+  std::memset(slices_, 0, bytes);
+  spool_ = std::make_unique<spooler>(*this, static_cast<std::byte*>(slices_), slice_bytes, slices);
+  staging_ = std::make_unique<staging_cache>(*this, staging_keep);
+}
+
+device::~device() {
+  // Only when a run with other GPU settings replaces the accelerator: nothing is pending then. A dead context
+  // refuses most of this; the errors are ignored (the process goes on without this GPU).
+  const context_scope scope(d_, ctx_);
+  if (scope.result() != CUDA_SUCCESS) return;
+  staging_.reset();
+  for (CUevent e : events_) d_.cuEventDestroy(e);
+  for (CUstream s : kstreams_) d_.cuStreamDestroy(s);
+  d_.cuStreamDestroy(h2d_);
+  d_.cuStreamDestroy(d2h_);
+  if (slices_ != nullptr) d_.cuMemFreeHost(slices_);
+  d_.cuDevicePrimaryCtxRelease(dev_);
+}
+
+std::string device::where() const {
+  if (place_ < 0) return "GPU device " + std::to_string(ordinal_);  // during start-up
+  return "GPU place " + std::to_string(place_) + " (device " + std::to_string(ordinal_) + ")";
+}
+
+void device::entered(const context_scope& scope) {
+  if (scope.result() != CUDA_SUCCESS) check(scope.result(), "cuCtxSetCurrent");
+}
+
+void device::throw_dead() {
+  std::string reason;
+  {
+    std::lock_guard lock(mutex_);
+    reason = death_;
+  }
+  throw dead_place_exception(place_, "apgas: " + where() + " is dead: " + reason);
+}
+
+void device::alive() {
+  if (dead_.load(std::memory_order_acquire)) throw_dead();
+}
+
+void device::fail(std::vector<pending_op>& ops, const std::exception_ptr& e) noexcept {
+  for (pending_op& op : ops) {
+    staging_->give(op.staging);  // (no DMA of a dead context runs any more)
+    if (op.wake != nullptr) {
+      op.wake->error = e;
+      op.wake->done.signal();
+    } else if (op.token) {
+      op.token.done(e);
+    }
+  }
+  ops.clear();
+}
+
+void device::die(const std::string& reason) {
+  std::vector<pending_op> lost;
+  {
+    std::lock_guard lock(mutex_);
+    if (dead_.load(std::memory_order_relaxed)) return;
+    death_ = reason;
+    dead_.store(true, std::memory_order_release);
+    lost.swap(pending_);
+    npending_.store(0, std::memory_order_relaxed);
+  }
+  fail(lost, std::make_exception_ptr(dead_place_exception(place_, "apgas: " + where() + " is dead: " + reason)));
+}
+
+void device::check(CUresult r, const char* call, bool launch) {
+  if (r == CUDA_SUCCESS) return;
+  const std::string text = error_text(d_, r);
+  if (is_sticky(r)) {
+    die(text + " (reported by " + call + ")");
+    throw_dead();
+  }
+  const std::string msg = "apgas: " + std::string(call) + " on " + where() + " failed: " + text;
+  if (launch) throw kernel_launch_error(static_cast<int>(r), msg);
+  throw cuda_error(static_cast<int>(r), msg);
+}
+
+CUevent device::take_event() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!events_.empty()) {
+      CUevent e = events_.back();
+      events_.pop_back();
+      return e;
+    }
+  }
+  CUevent e = nullptr;
+  check(d_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  return e;
+}
+
+void device::give_back(CUevent e) noexcept {
+  std::lock_guard lock(mutex_);
+  events_.push_back(e);
+}
+
+void device::record_into(CUevent e, CUstream s) {
+  const CUresult r = d_.cuEventRecord(e, s);
+  if (r != CUDA_SUCCESS) {
+    give_back(e);
+    check(r, "cuEventRecord");
+  }
+}
+
+void device::add_pending(pending_op op) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!dead_.load(std::memory_order_relaxed)) {
+      pending_.push_back(std::move(op));
+      npending_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+  }
+  std::vector<pending_op> one;
+  one.push_back(std::move(op));
+  try {
+    throw_dead();
+  } catch (...) {
+    fail(one, std::current_exception());
+  }
+}
+
+bool device::poll(CUcontext& current) {
+  if (!has_pending()) return false;
+  std::vector<pending_op> finished;
+  CUresult failure = CUDA_SUCCESS;
+  bool no_context = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (current != ctx_) {
+      const CUresult r = d_.cuCtxSetCurrent(ctx_);
+      if (r == CUDA_SUCCESS) {
+        current = ctx_;
+      } else {
+        failure = r;
+        no_context = true;
+      }
+    }
+    for (std::size_t i = 0; !no_context && i < pending_.size();) {
+      const CUresult q = d_.cuEventQuery(pending_[i].event);
+      if (q == CUDA_ERROR_NOT_READY) {
+        ++i;
+        continue;
+      }
+      if (q != CUDA_SUCCESS) {
+        failure = q;
+        break;
+      }
+      events_.push_back(pending_[i].event);
+      finished.push_back(std::move(pending_[i]));
+      pending_[i] = std::move(pending_.back());
+      pending_.pop_back();
+    }
+    npending_.fetch_sub(static_cast<int>(finished.size()), std::memory_order_release);
+  }
+  // Post steps, outside the lock: a woken activity may come straight back to this device.
+  for (pending_op& op : finished) {
+    for (CUdeviceptr b : op.buffers) free_on(d2h_, b);  // (no memory pools: cuMemFree, after the kernel has ended)
+    staging_->give(op.staging);
+    op.keep.reset();
+    if (op.wake != nullptr) {
+      op.wake->done.signal();
+    } else if (op.token) {
+      op.token.done();
+    }
+  }
+  if (no_context) {
+    // Nothing pending here could ever be seen to complete: every waiting finish would hang.
+    die(error_text(d_, failure) + " (reported by cuCtxSetCurrent in the poller: the GPU's operations can no longer "
+                                  "be observed)");
+  } else if (failure != CUDA_SUCCESS) {
+    // An event reports the error of the work before it: for a sticky error the context is gone for good.
+    die(error_text(d_, failure) + (is_sticky(failure) ? " (a kernel or copy failed)" : " (an event query failed)"));
+  }
+  return !finished.empty() || failure != CUDA_SUCCESS;
+}
+
+// ---- copies ----
+
+// The event is taken before the copy is enqueued: once a DMA is queued, its end must be observable (a slice given
+// back while its DMA is still queued would be refilled under it).
+dma_engine::marker device::h2d(std::uintptr_t dst, const void* src, std::size_t n) {
+  alive();
+  const context_scope scope(d_, ctx_);
+  entered(scope);
+  const CUevent e = take_event();
+  const CUresult r = d_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, n, h2d_);
+  if (r != CUDA_SUCCESS) give_back(e);
+  check(r, "cuMemcpyHtoDAsync");
+  record_into(e, h2d_);
+  return reinterpret_cast<marker>(e);
+}
+
+dma_engine::marker device::d2h(void* dst, std::uintptr_t src, std::size_t n) {
+  alive();
+  const context_scope scope(d_, ctx_);
+  entered(scope);
+  const CUevent e = take_event();
+  const CUresult r = d_.cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), n, d2h_);
+  if (r != CUDA_SUCCESS) give_back(e);
+  check(r, "cuMemcpyDtoHAsync");
+  record_into(e, d2h_);
+  return reinterpret_cast<marker>(e);
+}
+
+void device::wait(marker m) {
+  waiter w;
+  pending_op op;
+  op.event = reinterpret_cast<CUevent>(m);
+  op.wake = &w;
+  add_pending(std::move(op));
+  w.done.wait();
+  if (w.error) std::rethrow_exception(w.error);
+}
+
+void device::put(std::uintptr_t dst, const void* src, std::size_t n) {
+  alive();
+  if (n == 0) return;
+  if (is_pinned(src, n)) {  // the direct path: one DMA straight from the user's page-locked memory
+    apgas::async([this, dst, src, n] { wait(h2d(dst, src, n)); });
+  } else {
+    spool_->put(dst, src, n);
+  }
+}
+
+void device::get(void* dst, std::uintptr_t src, std::size_t n) {
+  alive();
+  if (n == 0) return;
+  if (is_pinned(dst, n)) {
+    apgas::async([this, dst, src, n] { wait(d2h(dst, src, n)); });
+  } else {
+    spool_->get(dst, src, n);
+  }
+}
+
+void device::copy_to(device& to, std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+  alive();
+  to.alive();
+  if (n == 0) return;
+  device* target = &to;
+  apgas::async([this, target, dst, src, n] {
+    alive();
+    target->alive();
+    CUevent e = nullptr;
+    {
+      const context_scope scope(d_, ctx_);
+      entered(scope);
+      e = take_event();
+      CUresult r = CUDA_SUCCESS;
+      if (target == this) {
+        r = d_.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, d2h_);
+        if (r != CUDA_SUCCESS) give_back(e);
+        check(r, "cuMemcpyDtoDAsync");
+      } else {
+        // With peer access enabled (start-up) this is a direct transfer; otherwise the driver stages it.
+        r = d_.cuMemcpyPeerAsync(static_cast<CUdeviceptr>(dst), target->ctx_, static_cast<CUdeviceptr>(src), ctx_,
+                                 n, d2h_);
+        if (r != CUDA_SUCCESS) give_back(e);
+        check(r, "cuMemcpyPeerAsync");
+      }
+      record_into(e, d2h_);
+    }
+    wait(reinterpret_cast<marker>(e));
+  });
+}
+
+// ---- memory ----
+
+CUdeviceptr device::alloc_on(CUstream s, std::size_t bytes) {
+  CUdeviceptr p = 0;
+  if (pools_) {
+    check(d_.cuMemAllocAsync(&p, std::max<std::size_t>(bytes, 1), s), "cuMemAllocAsync");
+  } else {
+    check(d_.cuMemAlloc(&p, std::max<std::size_t>(bytes, 1)), "cuMemAlloc");
+  }
+  return p;
+}
+
+void device::free_on(CUstream s, CUdeviceptr p) noexcept {
+  if (dead_.load(std::memory_order_acquire)) return;  // the context is gone; so is the memory
+  if (pools_) {
+    d_.cuMemFreeAsync(p, s);
+  } else {
+    d_.cuMemFree(p);
+  }
+}
+
+void* device::pin(std::size_t bytes) {
+  const context_scope scope(d_, ctx_);
+  void* p = nullptr;
+  if (scope.result() != CUDA_SUCCESS || d_.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  return p;
+}
+
+void device::unpin(void* p) noexcept {
+  const context_scope scope(d_, ctx_);
+  d_.cuMemFreeHost(p);
+}
+
+// Remote arrays come from the GPU's memory pool where it has one (stream-ordered: no implicit synchronisation of the
+// whole GPU, as cuMemAlloc and cuMemFree have), allocated and zero-filled on the host->device stream; the activity
+// waits (parked) until both are done, so the memory is ready for every stream.
+std::uintptr_t device::alloc(std::size_t bytes) {
+  alive();
+  CUdeviceptr p = 0;
+  CUevent e = nullptr;
+  {
+    const context_scope scope(d_, ctx_);
+    entered(scope);
+    const char* call = pools_ ? "cuMemAllocAsync" : "cuMemAlloc";
+    const CUresult r = pools_ ? d_.cuMemAllocAsync(&p, std::max<std::size_t>(bytes, 1), h2d_)
+                              : d_.cuMemAlloc(&p, std::max<std::size_t>(bytes, 1));
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+      std::size_t free_bytes = 0, total = 0;
+      d_.cuMemGetInfo(&free_bytes, &total);
+      throw cuda_error(static_cast<int>(r), "apgas::make_remote_array: " + std::to_string(bytes) + " bytes on " +
+                                                where() + ": out of device memory (" + std::to_string(free_bytes) +
+                                                " of " + std::to_string(total) + " bytes free)");
+    }
+    check(r, call);
+    try {
+      if (bytes != 0 || pools_) {
+        e = take_event();
+        if (bytes != 0) {
+          const CUresult r2 = d_.cuMemsetD8Async(p, 0, bytes, h2d_);
+          if (r2 != CUDA_SUCCESS) give_back(e);
+          check(r2, "cuMemsetD8Async");
+        }
+        record_into(e, h2d_);
+      }
+    } catch (...) {
+      free_on(h2d_, p);
+      throw;
+    }
+  }
+  if (e != nullptr) {
+    try {
+      wait(reinterpret_cast<marker>(e));  // zero-filled before anyone can use it, on any stream
+    } catch (...) {
+      const context_scope scope(d_, ctx_);
+      if (scope.result() == CUDA_SUCCESS) free_on(h2d_, p);
+      throw;
+    }
+  }
+  return static_cast<std::uintptr_t>(p);
+}
+
+// The caller's finishes that used the array have ended (its kernels and copies are done), so a stream-ordered free
+// on any stream is safe, and it returns at once; cuMemFree would wait for every kernel of the GPU.
+void device::free(std::uintptr_t address) {
+  alive();
+  const context_scope scope(d_, ctx_);
+  entered(scope);
+  const auto p = static_cast<CUdeviceptr>(address);
+  if (pools_) {
+    check(d_.cuMemFreeAsync(p, h2d_), "cuMemFreeAsync");
+  } else {
+    check(d_.cuMemFree(p), "cuMemFree");
+  }
+}
+
+// ---- kernels ----
+
+device::function_info device::function_for(const gpu_kernel_request& r) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = functions_.find(r.entry);
+    if (it != functions_.end()) return it->second;
+  }
+  function_info f;
+  f.fn = static_cast<CUfunction>(r.resolve(r.entry));  // a runtime API call in the nvcc file, this context current
+  int v = 0;
+  check(d_.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f.fn), "cuFuncGetAttribute");
+  f.limits.max_threads_per_block = v;
+  check(d_.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f.fn), "cuFuncGetAttribute");
+  f.limits.regs_per_thread = v;
+  check(d_.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f.fn), "cuFuncGetAttribute");
+  f.limits.static_shared = static_cast<std::size_t>(v);
+  // Without the opt-in a block may have 48 KiB of shared memory in all: the static part counts.
+  f.dynamic_shared_set =
+      f.limits.static_shared < default_shared_limit ? default_shared_limit - f.limits.static_shared : 0;
+  std::lock_guard lock(mutex_);
+  return functions_.emplace(r.entry, f).first->second;
+}
+
+grid device::auto_shape(const function_info& f, std::size_t dynamic_shared) {
+  int min_grid = 0, block = 0, per_sm = 0;
+  if (d_.cuOccupancyMaxPotentialBlockSize(&min_grid, &block, f.fn, nullptr, dynamic_shared, 0) == CUDA_SUCCESS &&
+      block > 0 &&
+      d_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f.fn, block, dynamic_shared) == CUDA_SUCCESS &&
+      per_sm > 0) {
+    return grid{std::min(per_sm * limits_.sms, limits_.max_blocks), block};
+  }
+  return x10_auto_grid(limits_, f.limits, dynamic_shared, place_);
+}
+
+grid device::prepare(const gpu_kernel_request& r, function_info& f) {
+  if (r.dynamic_shared > f.dynamic_shared_set) {
+    // Beyond 48 KiB (static shared memory included) a function must opt in. It opts in once to all the device
+    // allows: setting just what this launch asks for could lower the limit under a concurrent launch of the same
+    // function that asked for more. An amount beyond the device's limit is refused by check_launch below.
+    const std::size_t room =
+        limits_.max_shared_optin > f.limits.static_shared ? limits_.max_shared_optin - f.limits.static_shared : 0;
+    if (r.dynamic_shared <= room) {
+      check(d_.cuFuncSetAttribute(f.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(room)),
+            "cuFuncSetAttribute", true);
+      f.dynamic_shared_set = room;
+      std::lock_guard lock(mutex_);
+      functions_[r.entry].dynamic_shared_set = room;
+    }
+  }
+  const grid g = r.shape != nullptr ? *r.shape : auto_shape(f, r.dynamic_shared);
+  check_launch(g, r.dynamic_shared, limits_, f.limits, place_);
+  if (r.constant.size() > r.constant_capacity) {
+    throw kernel_launch_error(1, "apgas::constant_from: " + std::to_string(r.constant.size()) +
+                                     " bytes exceed the constant buffer of " + std::to_string(r.constant_capacity) +
+                                     " bytes of the file that launches the kernel, on " + where());
+  }
+  return g;
+}
+
+CUdeviceptr device::upload_spooled(const gpu_upload& u) {
+  CUdeviceptr p = 0;
+  {
+    const context_scope scope(d_, ctx_);
+    entered(scope);
+    p = alloc_on(h2d_, u.bytes);  // stream-ordered on the copy stream: the pumps' DMAs come after it
+  }
+  try {
+    apgas::finish([&] { spool_->put(static_cast<std::uintptr_t>(p), u.data, u.bytes); });
+  } catch (...) {
+    const context_scope scope(d_, ctx_);
+    if (scope.result() == CUDA_SUCCESS) free_on(h2d_, p);
+    // The pumps' failures arrive wrapped by the finish: the launch reports the first one itself.
+    try {
+      throw;
+    } catch (const multiple_exceptions& m) {
+      if (!m.exceptions().empty()) std::rethrow_exception(m.exceptions().front());
+      throw;
+    }
+  }
+  return p;
+}
+
+// The pre step, in the calling activity: limits (nothing started when a launch is refused), large uploads through the
+// spooler (this activity waits until they have landed), then in one go on the kernel stream: small uploads, the
+// spilled body and the constant data from one page-locked staging block, the launch, the stream-ordered frees of the
+// launch's buffers right behind it, and its completion event. The post step (poll) gives the staging block back and
+// ends the kernel's finish token.
+void device::launch(gpu_kernel_request& r) {
+  alive();
+  function_info f;
+  grid g;
+  {
+    const context_scope scope(d_, ctx_);
+    entered(scope);
+    f = function_for(r);
+    g = prepare(r, f);
+  }
+
+  // Where each piece of launch data goes in the staging block (large uploads are not staged).
+  constexpr std::size_t unstaged = ~std::size_t{0};
+  std::size_t staged = 0;
+  const auto stage = [&](std::size_t bytes) {
+    const std::size_t at = round_up(staged, staging_align);
+    staged = at + bytes;
+    return at;
+  };
+  std::vector<std::size_t> upload_at(r.uploads.size(), unstaged);
+  for (std::size_t i = 0; i < r.uploads.size(); ++i) {
+    if (r.uploads[i].bytes != 0 && r.uploads[i].bytes < spooled_upload) upload_at[i] = stage(r.uploads[i].bytes);
+  }
+  const std::size_t constant_at = r.constant.empty() ? unstaged : stage(r.constant.size());
+  const std::size_t body_at = r.spilled ? stage(r.body_bytes) : unstaged;
+
+  std::vector<CUdeviceptr> buffers(r.uploads.size(), 0);
+  const auto release_now = [&](CUstream s) noexcept {
+    for (CUdeviceptr b : buffers) {
+      if (b != 0) free_on(s, b);
+    }
+  };
+  try {
+    for (std::size_t i = 0; i < r.uploads.size(); ++i) {
+      if (r.uploads[i].bytes >= spooled_upload) buffers[i] = upload_spooled(r.uploads[i]);
+    }
+  } catch (...) {
+    const context_scope scope(d_, ctx_);
+    if (scope.result() == CUDA_SUCCESS) release_now(h2d_);
+    throw;
+  }
+
+  const context_scope scope(d_, ctx_);
+  if (scope.result() != CUDA_SUCCESS) {
+    check(scope.result(), "cuCtxSetCurrent");  // (the spooled buffers cannot be freed without the context)
+  }
+  // Kernels that read constant data all go to stream 0: stream order keeps the next constant copy from overwriting
+  // the buffer while a kernel still reads it.
+  CUstream s = !r.constant.empty()
+                   ? kstreams_[0]
+                   : kstreams_[next_stream_.fetch_add(1, std::memory_order_relaxed) % kernel_streams];
+  staging_cache::block block;
+  if (staged != 0) {
+    try {
+      block = staging_->take(staged);
+    } catch (const std::bad_alloc&) {
+      release_now(s);
+      throw cuda_error(CUDA_ERROR_OUT_OF_MEMORY, "apgas: no page-locked memory for the " + std::to_string(staged) +
+                                                    " bytes of launch data of a kernel on " + where());
+    }
+    for (std::size_t i = 0; i < r.uploads.size(); ++i) {
+      if (upload_at[i] != unstaged) std::memcpy(block.data + upload_at[i], r.uploads[i].data, r.uploads[i].bytes);
+    }
+    if (constant_at != unstaged) std::memcpy(block.data + constant_at, r.constant.data(), r.constant.size());
+    if (body_at != unstaged) std::memcpy(block.data + body_at, r.body, r.body_bytes);
+  }
+
+  // The completion event first: once the kernel is launched its end must be observable (an event that cannot be
+  // had afterwards would leave a running kernel that no finish counts, and its buffers).
+  CUevent done = nullptr;
+  try {
+    done = take_event();
+  } catch (...) {
+    staging_->give(block);
+    release_now(s);
+    throw;
+  }
+  bool enqueued = false;  // a copy from the staging block is queued: the block is in use until the stream passes it
+  try {
+    std::vector<std::uintptr_t> addresses(r.uploads.size());
+    for (std::size_t i = 0; i < r.uploads.size(); ++i) {
+      if (buffers[i] == 0) buffers[i] = alloc_on(s, r.uploads[i].bytes);
+      addresses[i] = static_cast<std::uintptr_t>(buffers[i]);
+      if (upload_at[i] != unstaged) {
+        check(d_.cuMemcpyHtoDAsync(buffers[i], block.data + upload_at[i], r.uploads[i].bytes, s),
+              "cuMemcpyHtoDAsync");
+        enqueued = true;
+      }
+    }
+    // The descriptor: aligned storage, filled by the template now that the device addresses are known. The driver
+    // copies the parameters during cuLaunchKernel, so stack and heap buffers may go right after it.
+    struct aligned_delete {
+      void operator()(void* p) const noexcept { ::operator delete(p, std::align_val_t{64}); }
+    };
+    std::unique_ptr<void, aligned_delete> desc(::operator new(std::max<std::size_t>(r.desc_bytes, 1),
+                                                              std::align_val_t{64}));
+    r.write_desc(desc.get(), r.desc_ctx, addresses.data());
+    CUdeviceptr body_copy = 0;
+    void* params[2] = {const_cast<void*>(r.body), desc.get()};
+    if (r.spilled) {  // too large for the parameter space: a device copy of the body, passed by address
+      body_copy = alloc_on(s, r.body_bytes);
+      buffers.push_back(body_copy);
+      check(d_.cuMemcpyHtoDAsync(body_copy, block.data + body_at, r.body_bytes, s), "cuMemcpyHtoDAsync (kernel body)");
+      enqueued = true;
+      params[0] = &body_copy;
+    }
+    // The constant copy and the launch that reads it, as one step: no other constant copy between them.
+    std::unique_lock constant_lock(constant_mutex_, std::defer_lock);
+    if (constant_at != unstaged) {
+      constant_lock.lock();
+      const auto c = reinterpret_cast<CUdeviceptr>(r.constant_symbol());
+      check(d_.cuMemcpyHtoDAsync(c, block.data + constant_at, r.constant.size(), s), "cuMemcpyHtoDAsync (constant)");
+      enqueued = true;
+    }
+    check(d_.cuLaunchKernel(f.fn, static_cast<unsigned>(g.blocks.x), static_cast<unsigned>(g.blocks.y),
+                            static_cast<unsigned>(g.blocks.z), static_cast<unsigned>(g.threads.x),
+                            static_cast<unsigned>(g.threads.y), static_cast<unsigned>(g.threads.z),
+                            static_cast<unsigned>(r.dynamic_shared), s, params, nullptr),
+          "cuLaunchKernel", true);
+  } catch (...) {
+    release_now(s);  // stream-ordered: after the copies already queued
+    if (!enqueued) {
+      staging_->give(block);
+      give_back(done);
+    } else {
+      // The queued copies still read the staging block: it goes back once the stream has passed them.
+      try {
+        record_into(done, s);
+        pending_op cleanup;
+        cleanup.event = done;
+        cleanup.staging = block;
+        add_pending(std::move(cleanup));
+      } catch (...) {  // (unobservable: the block is not reused)
+      }
+    }
+    throw;
+  }
+  // The buffers are freed in stream order right behind the kernel: back in the pool the moment it ends, not when the
+  // poller has seen it (by then newer kernels may be queued on this stream). Without pools cuMemFree synchronises:
+  // the post step does it.
+  if (pools_) {
+    release_now(s);
+    buffers.clear();
+  }
+  try {
+    record_into(done, s);
+  } catch (...) {
+    release_now(s);  // stream-ordered: after the kernel (the staging block is not reused: copies may be queued)
+    throw;
+  }
+  pending_op op;
+  op.event = done;
+  op.token = finish_token::join();  // after the launch: a refused launch never counted in the finish
+  op.buffers = std::move(buffers);
+  op.staging = block;
+  op.keep = std::move(r.keep);
+  add_pending(std::move(op));
+}
+
+}  // namespace apgas::detail::gpu

@@ -1,0 +1,151 @@
+#pragma once
+// One GPU of this host, driven through the Driver API (the accelerator of backend.cpp holds one per GPU place).
+//
+// Per GPU: its primary context; kernel_streams kernel streams (launches go round-robin, so several kernels may be in
+// flight; kernels that use constant memory all go to stream 0, see launch()), one host->device and one device->host
+// copy stream, an event pool, the DMA-slice spooler, page-locked staging blocks for launch data, and a list of pending
+// operations. Completion is by events, polled by idle workers through the progress hook (the core's completion seam):
+// a finished kernel's post step gives its staging block back and ends its finish token; a finished copy wakes the
+// parked activity that waits for it. There is no lock across GPUs: each device has its own (short, spin) lock for its
+// pending list, event pool and function cache, and a lock that makes a constant copy and its launch one step.
+//
+// Invariants:
+//  - An operation is pending from the moment its event is recorded until the poller has seen the event complete (or
+//    the GPU died); npending counts them, so an idle poll costs one atomic load per GPU.
+//  - Once dead, a device never becomes alive again; every pending operation has been failed exactly once, and every
+//    later call throws dead_place_exception before touching the driver.
+//  - The driver is called with the device's context current on the calling thread (context_scope: activities migrate
+//    between worker threads and the poller may run on any of them), and the thread gets back what it had current
+//    before: no apgas context is ever left current for the user's own CUDA code.
+//  - The constant buffer of an nvcc file holds the data of the last constant copy enqueued on kernel stream 0; a
+//    constant copy and the launch that reads it are enqueued together under constant_mutex_, so on stream 0 every
+//    constant kernel directly follows its own copy, and the next copy waits (stream order) until it has run.
+#include "driver.hpp"
+#include "launch_shape.hpp"
+#include "spooler.hpp"
+#include "staging.hpp"
+
+#include <apgas/detail/completion.hpp>
+#include <apgas/detail/gpu.hpp>
+#include <apgas/detail/spin_mutex.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace apgas::detail::gpu {
+
+class device final : public dma_engine, public host_memory {
+ public:
+  static constexpr int kernel_streams = 4;
+
+  device(const driver& d, int ordinal, std::size_t slice_bytes, int slices);
+  ~device();
+  device(const device&) = delete;
+  device& operator=(const device&) = delete;
+
+  const std::string& description() const noexcept { return description_; }
+  int ordinal() const noexcept { return ordinal_; }
+  CUdevice handle() const noexcept { return dev_; }
+  CUcontext context() const noexcept { return ctx_; }
+  bool pools() const noexcept { return pools_; }
+  void set_place(int p) noexcept { place_ = p; }
+  bool has_pending() const noexcept { return npending_.load(std::memory_order_acquire) != 0; }
+
+  /// Completes what has finished. `current` is the context current on the calling thread: the device makes its own
+  /// current if it is not, and updates `current` (the caller puts the thread's own back after polling every GPU).
+  bool poll(CUcontext& current);
+
+  void launch(gpu_kernel_request& r);
+  std::uintptr_t alloc(std::size_t bytes);
+  void free(std::uintptr_t address);
+  void put(std::uintptr_t dst, const void* src, std::size_t n);
+  void get(void* dst, std::uintptr_t src, std::size_t n);
+  void copy_to(device& dst_dev, std::uintptr_t dst, std::uintptr_t src, std::size_t n);
+
+  // dma_engine (the spooler, and the direct copies)
+  marker h2d(std::uintptr_t dst, const void* src, std::size_t n) override;
+  marker d2h(void* dst, std::uintptr_t src, std::size_t n) override;
+  void wait(marker m) override;
+
+  // host_memory (the staging blocks)
+  void* pin(std::size_t bytes) override;
+  void unpin(void* p) noexcept override;
+
+ private:
+  struct waiter {
+    completion done;
+    std::exception_ptr error;
+  };
+  struct pending_op {
+    CUevent event = nullptr;
+    waiter* wake = nullptr;              // a copy: the activity parked on it
+    finish_token token;                  // a kernel: its place in the governing finish
+    std::vector<CUdeviceptr> buffers;    // a kernel without memory pools: its buffers, freed by the post step
+    staging_cache::block staging;        // a kernel: the page-locked block its data was copied from
+    std::shared_ptr<const void> keep;    // a kernel: host data it needed
+  };
+  struct function_info {
+    CUfunction fn = nullptr;
+    function_limits limits;
+    std::size_t dynamic_shared_set = 0;  // what MAX_DYNAMIC_SHARED_SIZE_BYTES allows so far
+  };
+
+  /// Throws (cuda_error, or dead_place_exception for a sticky error) when the scope could not make ctx_ current.
+  void entered(const context_scope& scope);
+  /// Throws dead_place_exception when the device is dead.
+  void alive();
+  /// Success: nothing. A sticky error: the device dies (every pending operation fails) and dead_place_exception.
+  /// Another error: cuda_error (kernel_launch_error when `launch`) naming the call, the place and the error.
+  void check(CUresult r, const char* call, bool launch = false);
+  [[noreturn]] void throw_dead();
+  std::string where() const;
+  void die(const std::string& reason);
+  void fail(std::vector<pending_op>& ops, const std::exception_ptr& e) noexcept;
+  CUevent take_event();
+  void give_back(CUevent e) noexcept;
+  /// Record e (from take_event) on s; on failure e goes back to the pool and the error is thrown.
+  void record_into(CUevent e, CUstream s);
+  void add_pending(pending_op op);
+  function_info function_for(const gpu_kernel_request& r);
+  grid auto_shape(const function_info& f, std::size_t dynamic_shared);
+  CUdeviceptr alloc_on(CUstream s, std::size_t bytes);
+  void free_on(CUstream s, CUdeviceptr p) noexcept;
+  /// The pre step's checks and the opt-in above 48 KiB of shared memory; the grid to launch.
+  grid prepare(const gpu_kernel_request& r, function_info& f);
+  /// A large upload: a device buffer filled through the spooler (the calling activity waits until it has landed).
+  CUdeviceptr upload_spooled(const gpu_upload& u);
+
+  const driver& d_;
+  int ordinal_;
+  int place_ = -1;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  std::string description_;
+  device_limits limits_;
+  bool pools_ = false;
+  CUstream kstreams_[kernel_streams] = {};
+  CUstream h2d_ = nullptr;
+  CUstream d2h_ = nullptr;
+  std::atomic<unsigned> next_stream_{0};
+  void* slices_ = nullptr;
+  std::unique_ptr<spooler> spool_;
+  std::unique_ptr<staging_cache> staging_;
+  std::mutex constant_mutex_;  // a constant copy and its launch, enqueued as one step
+
+  spin_mutex mutex_;  // guards everything below
+  std::vector<CUevent> events_;
+  std::vector<pending_op> pending_;
+  std::unordered_map<const void*, function_info> functions_;
+  std::string death_;
+  std::atomic<int> npending_{0};
+  std::atomic<bool> dead_{false};
+};
+
+}  // namespace apgas::detail::gpu

@@ -1,0 +1,375 @@
+// The defects of the GPU path's static review (docs/decisions/0009-gpu-hardening.md), each shown against the fake
+// driver (tests/cuda_fake/fake_cuda.cpp): one host with 2 fake GPUs, places 1 and 2, unless a ctest entry of its own
+// says otherwise (old driver, the node-local GPU share, the pinned-memory context: each needs a process of its own,
+// since the driver is loaded once per process).
+#include "cuda_fake/fake_control.hpp"
+#include "cuda_fake/fake_fixture.hpp"
+#include "support/run.hpp"
+
+#include <apgas/apgas.hpp>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using apgas::place;
+using namespace apgas_test::fake_gpu;
+using apgas_test::fake;
+using apgas_test::what_of;
+
+#define APGAS_TEST_STR2(x) #x
+#define APGAS_TEST_STR(x) APGAS_TEST_STR2(x)
+#define APGAS_TEST_FN(fn) const auto fn##_ = reinterpret_cast<decltype(&::fn)>(fake().symbol(APGAS_TEST_STR(fn)))
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == value;
+}
+
+/// The exceptions of a finish that must fail, each as its what(); fails the test if the finish does not throw.
+template <class F>
+std::vector<std::exception_ptr> finish_failures(F&& body) {
+  try {
+    apgas::finish(body);
+  } catch (const apgas::multiple_exceptions& m) {
+    return m.exceptions();
+  }
+  ADD_FAILURE() << "the finish did not throw";
+  return {};
+}
+
+// ---- 1: concurrent constant_from kernels on one GPU -------------------------------------------------------------
+// Each kernel's constant data is copied into the one constant buffer of its nvcc file before the launch. Two launches
+// from two workers must not interleave as copy A, copy B, kernel A, kernel B: kernel A would read B's constants.
+// The fake records each kernel stream's operations in order and, when a kernel runs, the bytes at the constant
+// buffer's address (what that kernel would read there). The first constant copy stalls after it took effect, so that
+// the other launches come in between it and its kernel.
+TEST_F(FakeGpu, ConcurrentConstantKernelsReadTheirOwnConstants) {
+  run_gpu(gpu_config("all", apgas::config::default_dma_slice, 4), [] {
+    const place g(1);
+    const int dev = device_of(g);
+    auto constant_buffer = apgas::make_remote_array<std::uint8_t>(g, 64 * KiB);
+    g_constant_address = constant_buffer.token();
+    constexpr int launches = 48;
+    std::vector<std::unique_ptr<hand_made_kernel>> ks;
+    std::vector<std::vector<std::uint64_t>> constants;
+    for (int i = 0; i < launches; ++i) {
+      const std::uint64_t id = 1000 + static_cast<std::uint64_t>(i);
+      constants.push_back({id, ~id});
+      ks.push_back(std::make_unique<hand_made_kernel>(&entry_a));
+      ks.back()->tag(id);
+      ks.back()->r.constant = std::as_bytes(std::span<const std::uint64_t>(constants.back()));
+    }
+    fake().watch(dev, constant_buffer.token());
+    fake().trace(dev, 1);
+    fake().stall_next(dev, "cuMemcpyHtoDAsync", 100000, 1);
+    apgas::finish([&] {
+      for (auto& k : ks) apgas::async([&k, g] { apgas::detail::gpu_launch(g, k->r); });
+    });
+    fake().synchronize(dev);
+    const auto trace = fake().trace_of(dev);
+    fake().trace(dev, 0);
+
+    std::map<unsigned long long, std::uint64_t> last_constant;  // per stream: the tag of its latest constant copy
+    std::set<unsigned long long> constant_streams;
+    int kernels = 0;
+    for (const auto& e : trace) {
+      if (e.kind == 'h' && e.address == constant_buffer.token()) {
+        last_constant[e.stream] = e.tag;
+        constant_streams.insert(e.stream);
+      } else if (e.kind == 'k') {
+        ++kernels;
+        EXPECT_EQ(last_constant[e.stream], e.tag) << "kernel " << e.tag << ": the latest constant copy before it on "
+                                                  << "its stream was another launch's";
+        EXPECT_EQ(e.seen, e.tag) << "kernel " << e.tag << " read the constants of kernel " << e.seen;
+      }
+    }
+    EXPECT_EQ(kernels, launches);
+    EXPECT_EQ(constant_streams.size(), 1u) << "constant copies on several streams race with each other's kernels";
+    apgas::free_remote_array(constant_buffer);
+  });
+}
+
+// ---- 4 and 5: launch data from page-locked memory; per-launch buffers freed in stream order right after the kernel -
+// (Every FakeGpu test checks that no copy from pageable memory was made.) Small uploads, the constant data and a
+// spilled body are staged in page-locked memory and copied on the kernel's stream; a large upload goes through the
+// DMA spooler and has landed before the kernel is launched. The buffers of the launch are freed by stream-ordered
+// frees enqueued right after the kernel (not by the poller later, behind whatever the stream got meanwhile).
+TEST_F(FakeGpu, LaunchDataIsStagedInPinnedMemoryAndFreedRightAfterTheKernel) {
+  run_gpu(gpu_config("all", 64 * KiB), [] {
+    const place g(2);
+    const int dev = device_of(g);
+    const long long allocations = counter(dev, "allocations");
+    std::vector<int> small(1000);
+    for (std::size_t i = 0; i < small.size(); ++i) small[i] = static_cast<int>(i * 7 + 3);
+    const std::vector<std::uint8_t> large = apgas_test::pattern(3 * MiB + 5, 11);
+    hand_made_kernel k(&entry_b);
+    k.upload(small);
+    k.upload(large);
+    k.tag(77);
+    k.peek_device = dev;
+    k.r.spilled = true;
+    fake().trace(dev, 1);
+    apgas::finish([&] { apgas::detail::gpu_launch(g, k.r); });
+    fake().synchronize(dev);
+    const auto trace = fake().trace_of(dev);
+    fake().trace(dev, 0);
+    ASSERT_EQ(k.peeked.size(), 2u);
+    EXPECT_TRUE(k.peeked[1].size() == large.size() && std::equal(large.begin(), large.end(), k.peeked[1].begin()))
+        << "the large upload had not landed when the kernel's descriptor was written";
+    // The kernel's stream: the small upload and the body copied from page-locked memory, then the kernel, then the
+    // frees of its buffers, then its completion event.
+    const auto kernel = std::find_if(trace.begin(), trace.end(), [](const auto& e) { return e.kind == 'k'; });
+    ASSERT_NE(kernel, trace.end());
+    const unsigned long long s = kernel->stream;
+    bool small_copied = false;
+    for (auto e = trace.begin(); e != kernel; ++e) {
+      if (e->stream == s && e->kind == 'h' && e->address == k.seen[0]) {
+        small_copied = true;
+        EXPECT_EQ(e->host, 1) << "from page-locked memory";
+        std::uint64_t first = 0;
+        std::memcpy(&first, small.data(), sizeof first);
+        EXPECT_EQ(e->tag, first);
+      }
+    }
+    EXPECT_TRUE(small_copied);
+    std::vector<char> after;
+    std::set<unsigned long long> freed;
+    for (auto e = kernel + 1; e != trace.end(); ++e) {
+      if (e->stream != s) continue;
+      after.push_back(static_cast<char>(e->kind));
+      if (e->kind == 'f') freed.insert(e->address);
+    }
+    ASSERT_GE(after.size(), 4u);
+    EXPECT_EQ(std::string(after.begin(), after.begin() + 4), "fffr")
+        << "after the kernel: the frees of its three buffers (two uploads, the body), then its completion event";
+    EXPECT_EQ(freed.count(k.seen[0]), 1u);
+    EXPECT_EQ(freed.count(k.seen[1]), 1u);
+    EXPECT_EQ(counter(dev, "allocations"), allocations);
+  });
+}
+
+// ---- 6: apgas leaves the calling thread's context as it found it ------------------------------------------------
+// A program that mixes raw CUDA with apgas must not find an apgas context current afterwards: not on the thread that
+// started the run (GPU start-up), and not in an activity after apgas operations (one worker: the activity stays on
+// its thread). Here the user's own context is device 1's, and the operations go to device 0.
+TEST_F(FakeGpu, TheCallersContextIsLeftAsItWas) {
+  APGAS_TEST_FN(cuInit);
+  APGAS_TEST_FN(cuCtxSetCurrent);
+  APGAS_TEST_FN(cuDevicePrimaryCtxRetain);
+  APGAS_TEST_FN(cuDevicePrimaryCtxRelease);
+  ASSERT_EQ(cuInit_(0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent_(nullptr), CUDA_SUCCESS);
+  run_gpu(fresh_gpu_config(1), [&] {
+    EXPECT_EQ(fake().current_device(), -1) << "the GPUs' start-up left a context current on the worker";
+    CUcontext mine = nullptr;
+    ASSERT_EQ(cuDevicePrimaryCtxRetain_(&mine, 1), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent_(mine), CUDA_SUCCESS);
+    const place g(1);  // device 0
+    const auto still_mine = [&](const char* after) {
+      EXPECT_EQ(fake().current_device(), 1) << "after " << after << " the user's context is no longer current";
+    };
+    auto a = apgas::make_remote_array<int>(g, 100000);
+    still_mine("make_remote_array");
+    std::vector<int> v(100000, 3);
+    apgas::finish([&] { apgas::async_copy(std::span<const int>(v), a); });
+    still_mine("async_copy host -> GPU (pageable)");
+    apgas::finish([&] { apgas::async_copy(a, 0, std::span<int>(v)); });
+    still_mine("async_copy GPU -> host (pageable)");
+    apgas::pinned_vector<int> p(1000, 5);
+    still_mine("pinned_vector");
+    apgas::finish([&] { apgas::async_copy(std::span<const int>(p), a); });
+    still_mine("async_copy host -> GPU (pinned)");
+    auto b = apgas::make_remote_array<int>(place(2), 1000);
+    apgas::finish([&] { apgas::async_copy(a, 0, b, 0, 1000); });
+    still_mine("async_copy GPU -> GPU");
+    hand_made_kernel k(&entry_a);
+    k.upload(v);
+    apgas::finish([&] { apgas::detail::gpu_launch(g, k.r); });
+    still_mine("a kernel launch and its completion");
+    apgas::free_remote_array(a);
+    apgas::free_remote_array(b);
+    still_mine("free_remote_array");
+    ASSERT_EQ(cuCtxSetCurrent_(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cuDevicePrimaryCtxRelease_(1), CUDA_SUCCESS);
+  });
+  EXPECT_EQ(fake().current_device(), -1) << "the thread that started the run has an apgas context current";
+}
+
+// ---- 8: every error after which the process must be restarted makes the place dead ------------------------------
+TEST_F(FakeGpu, EveryStickyErrorOfCuda13MakesThePlaceDead) {
+  for (const int code : {CUDA_ERROR_CONTAINED, CUDA_ERROR_TENSOR_MEMORY_LEAK, CUDA_ERROR_MPS_CLIENT_TERMINATED,
+                         CUDA_ERROR_EXTERNAL_DEVICE}) {
+    fake().reset();
+    run_gpu(fresh_gpu_config(), [code] {
+      const place g(2);
+      const int dev = device_of(g);
+      fake().fail_next(dev, "cuMemsetD8Async", code, 1);
+      std::string what;
+      try {
+        (void)apgas::make_remote_array<int>(g, 100);
+        ADD_FAILURE() << "error " << code << ": make_remote_array succeeded";
+      } catch (const apgas::dead_place_exception& e) {
+        what = e.what();
+        EXPECT_EQ(e.where(), g.id());
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "error " << code << " is sticky, but the place was not made dead: " << e.what();
+      }
+      EXPECT_TRUE(contains(what, "GPU place 2 (device 1) is dead")) << what;
+      EXPECT_THROW((void)apgas::make_remote_array<int>(g, 1), apgas::dead_place_exception) << "error " << code;
+      auto ok = apgas::make_remote_array<int>(place(1), 1);  // the other GPU lives on
+      apgas::free_remote_array(ok);
+    });
+  }
+}
+
+// ---- 9: a poller that cannot make the GPU's context current kills the place (it would otherwise wait forever) ----
+TEST_F(FakeGpu, APollerThatCannotMakeTheContextCurrentKillsThePlace) {
+  run_gpu(fresh_gpu_config(), [] {
+    const place g(2);
+    const int dev = device_of(g);
+    hand_made_kernel k(&entry_a);
+    fake().pause(dev, 1);
+    const auto failures = finish_failures([&] {
+      apgas::detail::gpu_launch(g, k.r);
+      fake().fail_next(dev, "cuCtxSetCurrent", CUDA_ERROR_INVALID_CONTEXT, 1 << 30);
+      fake().pause(dev, 0);
+    });
+    ASSERT_EQ(failures.size(), 1u);
+    apgas_test::inspect_as<apgas::dead_place_exception>(failures[0], [&](const apgas::dead_place_exception& e) {
+      EXPECT_EQ(e.where(), g.id());
+      EXPECT_TRUE(contains(e.what(), "cuCtxSetCurrent")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "CUDA_ERROR_INVALID_CONTEXT")) << e.what();
+    });
+    fake().reset();
+    EXPECT_THROW((void)apgas::make_remote_array<int>(g, 1), apgas::dead_place_exception);
+  });
+}
+
+// ---- 10: remote arrays from the stream-ordered allocator; a free does not wait for the GPU ----------------------
+TEST_F(FakeGpu, RemoteArraysUseTheStreamOrderedAllocatorAndAFreeDoesNotWait) {
+  run_gpu(gpu_config(), [] {
+    const place g(1);
+    const int dev = device_of(g);
+    EXPECT_EQ(fake().pool_access(0, 1), 1) << "GPU 1 may read GPU 0's pool memory (peer kernels, peer copies)";
+    EXPECT_EQ(fake().pool_access(1, 0), 1);
+    auto a = apgas::make_remote_array<int>(g, 1000, 4);
+    EXPECT_EQ(fake().read<int>(dev, a.token(), 1000), std::vector<int>(1000, 4));
+    // A kernel is queued on the paused GPU: the free must return at once, not when the GPU has finished it.
+    hand_made_kernel k(&entry_a);
+    std::atomic<bool> freed{false};
+    bool freed_while_paused = false;
+    fake().pause(dev, 1);
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      freed_while_paused = freed.load();
+      fake().pause(dev, 0);
+    });
+    apgas::finish([&] {
+      apgas::detail::gpu_launch(g, k.r);
+      apgas::free_remote_array(a);
+      freed = true;
+    });
+    releaser.join();
+    EXPECT_TRUE(freed_while_paused) << "free_remote_array waited for the GPU's other work";
+    EXPECT_EQ(counter(-1, "sync_allocs"), 0) << "cuMemAlloc: an implicit synchronisation point";
+    EXPECT_EQ(counter(-1, "sync_frees"), 0) << "cuMemFree: waits for every kernel of the GPU";
+    fake().synchronize(dev);
+    EXPECT_EQ(counter(dev, "allocations"), 0);
+  });
+}
+
+// ---- 14: the opt-in above 48 KiB counts the function's static shared memory ------------------------------------
+TEST_F(FakeGpu, SharedMemoryOptInCountsStaticSharedMemory) {
+  ASSERT_EQ(fake().set_static_shared(&entry_e, static_cast<int>(8 * KiB)), 0);
+  run_gpu(fresh_gpu_config(), [] {  // a fresh accelerator: the function is new to it
+    const place g(1);
+    const int dev = device_of(g);
+    hand_made_kernel k(&entry_e);
+    k.r.dynamic_shared = 44 * KiB;  // 44 + 8 > 48 KiB: only with the opt-in
+    apgas::finish([&] { apgas::detail::gpu_launch(g, k.r); });
+    EXPECT_EQ(counter(dev, "kernel_launches"), 1);
+    EXPECT_EQ(counter(dev, "last_shared"), static_cast<long long>(44 * KiB));
+    // The most a launch may ask: the device's opt-in limit (227 KiB) less the static part; one byte more is refused
+    // before anything starts.
+    k.r.dynamic_shared = 219 * KiB;
+    apgas::finish([&] { apgas::detail::gpu_launch(g, k.r); });
+    EXPECT_EQ(counter(dev, "kernel_launches"), 2);
+    k.r.dynamic_shared = 219 * KiB + 1;
+    apgas::finish([&] {
+      EXPECT_TRUE(contains(what_of<apgas::kernel_launch_error>([&] { apgas::detail::gpu_launch(g, k.r); }),
+                           "dynamic shared memory"));
+    });
+    EXPECT_EQ(counter(dev, "kernel_launches"), 2);
+  });
+}
+
+// ---- 3: a driver older than the CUDA this apgas was built with (ctest apgas.cuda_fake.old_driver) -------------
+TEST(FakeOldDriver, ADriverOlderThanTheBuildGivesNoGpuPlacesAndSaysWhy) {
+  if (!env_is("APGAS_FAKE_CUDA_DRIVER_VERSION", "12080")) {
+    GTEST_SKIP() << "runs as ctest apgas.cuda_fake.old_driver (APGAS_FAKE_CUDA_DRIVER_VERSION=12080)";
+  }
+  run_gpu(gpu_config(), [] {
+    EXPECT_EQ(apgas::all_places().size(), 1u);
+    const std::string h = apgas::describe(place(0));
+    EXPECT_TRUE(contains(h, "no GPU places")) << h;
+    EXPECT_TRUE(contains(h, "supports CUDA 12.8")) << h;
+    EXPECT_TRUE(contains(h, "built with CUDA 13.0")) << h;
+    const apgas::pinned_vector<int> v(100, 1);  // no page-locked memory from a driver that is not used
+    EXPECT_FALSE(apgas::is_pinned(v.data(), v.size() * sizeof(int)));
+  });
+  EXPECT_EQ(fake().counter(-1, "retains"), 0) << "no context on any GPU";
+}
+
+// ---- 11: the default GPUs of a process are its node-local share (ctest apgas.cuda_fake.node_share) -------------
+// Local rank 1 of 2 on a node with 4 GPUs: GPUs 2 and 3 by default, all four with APGAS_GPUS=all.
+TEST(FakeNodeShare, TheDefaultIsTheLocalRanksShareOfTheGpus) {
+  if (!env_is("OMPI_COMM_WORLD_LOCAL_RANK", "1") || !env_is("APGAS_FAKE_CUDA_DEVICES", "4")) {
+    GTEST_SKIP() << "runs as ctest apgas.cuda_fake.node_share (local rank 1 of 2, 4 fake GPUs)";
+  }
+  apgas::config cfg = apgas::config::from_env();
+  cfg.nthreads = 2;
+  EXPECT_EQ(cfg.gpus, "auto");
+  run_gpu(cfg, [] {
+    ASSERT_EQ(apgas::all_places().size(), 3u);
+    EXPECT_EQ(apgas::describe(place(1)), "Fake GPU 2 (device 2, 132 SMs, 80 GiB)");
+    EXPECT_EQ(apgas::describe(place(2)), "Fake GPU 3 (device 3, 132 SMs, 80 GiB)");
+  });
+  EXPECT_EQ(fake().counter(0, "retains"), 0) << "no context on GPU 0, which is another process's";
+  cfg.gpus = "all";
+  run_gpu(cfg, [] { EXPECT_EQ(apgas::all_places().size(), 5u); });
+}
+
+// ---- 13: pinned memory in the context of the run's GPU, freed in a context (ctest apgas.cuda_fake.pin_context) --
+TEST(FakePin, PinnedMemoryUsesTheRunsGpuAndIsFreedInAContext) {
+  if (!env_is("APGAS_TEST_PIN_CONTEXT", "1")) GTEST_SKIP() << "runs as ctest apgas.cuda_fake.pin_context";
+  long long blocks_before = 0;
+  run_gpu(gpu_config("1"), [&] {
+    blocks_before = fake().counter(0, "pinned_blocks");
+    auto* v = new apgas::pinned_vector<int>(1000, 7);
+    EXPECT_TRUE(apgas::is_pinned(v->data(), v->size() * sizeof(int)));
+    // Freed on a thread that never had a context current.
+    std::thread([v] { delete v; }).join();
+  });
+  EXPECT_EQ(fake().counter(0, "host_allocs"), 0) << "page-locked memory was made in GPU 0's context, which the run "
+                                                    "(APGAS_GPUS=1) does not use";
+  EXPECT_EQ(fake().counter(0, "retains"), 0) << "a context on GPU 0, which the run does not use";
+  EXPECT_EQ(fake().counter(-1, "host_frees_without_context"), 0);
+  EXPECT_EQ(fake().counter(0, "pinned_blocks"), blocks_before) << "the pinned block was not freed";
+}
+
+}  // namespace
