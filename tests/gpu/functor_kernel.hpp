@@ -4,7 +4,7 @@
 
 #include <span>
 
-struct scale_by_constant {
+struct scale_by_constant : apgas::device_function {
   apgas::remote_array<float> out;
   APGAS_KERNEL void operator()(apgas::thread t, std::span<const float> c) const {
     for (long i = t.global_id(); i < static_cast<long>(out.size()); i += t.global_count()) {

@@ -147,7 +147,7 @@ void a_functor_kernel_from_two_files_reads_its_own_constants() {
 void launch_scaled_here(apgas::place g, apgas::remote_array<float> out, float factor) {
   const std::vector<float> f{factor};
   apgas::async_at(g, apgas::cuda_kernel(apgas::auto_grid(), apgas::constant_from(std::span<const float>(f)),
-                                        scale_by_constant{out}));
+                                        scale_by_constant{{}, out}));
 }
 
 TEST(GpuReview, AFunctorKernelFromTwoFilesReadsItsOwnConstants) {
