@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file kernel_thread.hpp
 /// What a kernel body sees: launch shapes (dim3, grid), the thread handles of the three kinds of body, shared arrays,
 /// and the block- and warp-level operations. Included by apgas/kernel.hpp; see there for cuda_kernel itself.
@@ -847,3 +848,4 @@ class thread_block {
 };
 
 }  // namespace apgas
+#pragma GCC visibility pop
