@@ -33,9 +33,13 @@
 #include <apgas/error.hpp>
 #include <apgas/kernel.hpp>
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -58,23 +62,36 @@ enum class wait : std::uint8_t { fresh, running, block, warp, done };
 
 struct cpu_block;
 
+// One cache line of registers, one of what a switch reads and writes, then the vector save area (touched only by the
+// thread's own barrier stub) and what only set-up and the end of a block use.
 struct alignas(64) kthread {
   kernel_context ctx;        // registers while suspended (first: the switch reads and writes it)
+  // What the barrier stub (kernel_switch.cpp) reads at fixed offsets: where the body goes on, what the barrier
+  // returns, the body's vector width.
+  void* resume_at = nullptr;
+  const void* result = nullptr;  // set by whoever resumes this thread: the completed phase's result area, or null
+  long width = 0;
   kthread* next = nullptr;   // the ring of live threads, thread order, wrapping
-  kthread* prev = nullptr;
   kthread* wnext = nullptr;  // the ring of live lanes of this thread's warp
-  kthread* wprev = nullptr;
   cpu_block* block = nullptr;
   int t = 0;
-  int arrivals = 0;          // block barriers reached (the checking mode compares them)
   std::uint32_t wait_phase = 0;
   wait state = wait::fresh;
+  // the vector registers the stub keeps (xmm6-15, or their ymm/zmm forms)
+  alignas(64) unsigned char vec[kernel_vector_save_bytes];
+  kthread* prev = nullptr;
+  kthread* wprev = nullptr;
+  int arrivals = 0;          // block barriers reached (the checking mode compares them)
   boost::context::stack_context stack{};
   san::fiber_marks marks;
 };
 
-// Thrown into the threads of a cancelled block when they resume; caught where each thread began.
+// Thrown in the threads of a cancelled block when they resume (cpu_cancelled); caught where each thread began.
 struct block_cancelled {};
+static_assert(offsetof(kthread, vec) == kernel_record_vec, "the barrier stub stores vector registers there");
+static_assert(offsetof(kthread, resume_at) == kernel_record_resume_at && offsetof(kthread, result) == kernel_record_result &&
+                  offsetof(kthread, width) == kernel_record_width,
+              "the barrier stub's fields are where kernel_switch.cpp expects them");
 
 struct warp_state {
   std::uint32_t phase = 0;
@@ -83,6 +100,7 @@ struct warp_state {
   kthread* first = nullptr;  // lowest live lane
   combine_fn pending = nullptr;
   const void* op = nullptr;
+  std::size_t stride[2] = {1, 1};  // bytes per slot of the operation of each parity
 };
 
 // The checking mode's record of one shared array of the current block.
@@ -100,12 +118,13 @@ struct shared_check {
   std::vector<int> first_thread;
   std::vector<int> other_thread;
   std::vector<unsigned char> snapshot;
+  std::vector<std::uint32_t> atomic_epoch;  // the epoch in which the element was last accessed atomically
   std::vector<std::size_t> touched;  // elements accessed by two threads in the current epoch
 };
 
 namespace {
 
-struct cpu_block {
+struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` through it
   const cpu_launch_info* info = nullptr;
   long b = 0;
 
@@ -131,14 +150,14 @@ struct cpu_block {
   void* thread_ctx = nullptr;
   bool warp_ops = false;               // a warp operation happened in this block: resumptions are checked
   bool cancelled = false;
+  bool slow = false;                   // warp_ops || cancelled || checking: barriers take the general path
   std::exception_ptr first_error;
   std::unique_ptr<unsigned char[]> banks;  // [2][max threads][slot]: block collectives, then [2][..][..] warp ops
   std::unique_ptr<std::uint32_t[]> tags;   // [2][max threads] block, then [2][max threads] warp
   alignas(16) unsigned char result[2][slot_bytes];
   warp_state warps[max_cpu_threads_per_block / warp_size];
 
-  // checking mode
-  bool checking = false;
+  // checking mode (`checking` is in the head)
   std::uint32_t epoch = 0;               // barriers passed (block-level: sync() calls)
   int current_thread = -1;               // whose accesses these are
   bool in_for_threads = false;
@@ -147,11 +166,17 @@ struct cpu_block {
   static constexpr std::size_t max_reports = 8;
   std::size_t more_reports = 0;
 
+  std::size_t stride[2] = {1, 1};        // bytes per slot of the block collective of each parity
+  // Bank b (block parities 0 and 1, then warp parities 0 and 1) holds max_cpu_threads_per_block slots of up to
+  // slot_bytes; a collective's slots are dense, `stride` apart.
+  unsigned char* bank(int b) noexcept {
+    return banks.get() + static_cast<std::size_t>(b) * max_cpu_threads_per_block * slot_bytes;
+  }
   unsigned char* block_slot(int parity, int t) noexcept {
-    return banks.get() + (static_cast<std::size_t>(parity) * max_cpu_threads_per_block + static_cast<std::size_t>(t)) * slot_bytes;
+    return bank(parity) + static_cast<std::size_t>(t) * stride[parity];
   }
   unsigned char* warp_slot(int parity, int t) noexcept {
-    return block_slot(2 + parity, t);
+    return bank(2 + parity) + static_cast<std::size_t>(t) * warps[t / warp_size].stride[parity];
   }
   std::uint32_t& block_tag(int parity, int t) noexcept {
     return tags[static_cast<std::size_t>(parity) * max_cpu_threads_per_block + static_cast<std::size_t>(t)];
@@ -167,7 +192,11 @@ struct cpu_block {
   }
   std::string where() const {
     const dim3 bid = unflatten(b, info->g.blocks);
-    return "kernel " + std::string(info->kernel) + ", block " + std::to_string(b) + " (" + std::to_string(bid.x) + "," +
+    int status = 0;
+    char* name = abi::__cxa_demangle(info->kernel, nullptr, nullptr, &status);
+    const std::string kernel = status == 0 && name != nullptr ? name : info->kernel;
+    std::free(name);
+    return "kernel " + kernel + ", block " + std::to_string(b) + " (" + std::to_string(bid.x) + "," +
            std::to_string(bid.y) + "," + std::to_string(bid.z) + ")";
   }
 };
@@ -181,11 +210,11 @@ inline kthread* as_thread(void* self) noexcept { return static_cast<kthread*>(se
 
 // ---- switching --------------------------------------------------------------------------------------------------
 
+// The switch with the sanitizers' annotations (the path of sanitizer builds and of architectures without the stub).
 inline void switch_to(kthread* from, kthread* to) {
   san::before_switch(from->marks, to->marks);
   apgas_detail_kernel_switch(&from->ctx, &to->ctx);
   san::after_switch(from->marks, nullptr);
-  from->block->current_thread = from->t;  // resumed: the shared accesses from here on are this thread's
 }
 
 // Whether `u` may run now: it starts, or what it waits for has completed.
@@ -206,6 +235,8 @@ const char* waiting_on(const kthread& u) noexcept {
 void check_resumable(cpu_block& b, const kthread& from, const kthread& u) {
   if (b.cancelled || resumable(b, u)) return;
   b.cancelled = true;
+  b.slow = true;
+  for (int i = 0; i < b.n; ++i) b.threads[static_cast<std::size_t>(i)].result = nullptr;  // they unwind when resumed
   b.report("divergent barrier in " + b.where() + ": thread " + std::to_string(u.t) + " waits at " + waiting_on(u) +
            " while thread " + std::to_string(from.t) + " went on from " +
            (from.state == wait::warp ? "a warp operation" : "a block barrier") +
@@ -240,39 +271,53 @@ void complete_warp_phase(cpu_block& b, warp_state& w, int warp) {
   w.arrived = 0;
 }
 
-void after_resume(kthread* k) {
-  k->state = wait::running;
-  if (k->block->cancelled) throw block_cancelled{};
+// What the thread that hands over to u does for it, before the switch, on the general path: whose shared accesses
+// follow, and u's state (what its wait returns was set when it arrived, and nulled if the block was cancelled since).
+void prepare_resume(cpu_block& b, kthread& u) noexcept {
+  b.current_thread = u.t;
+  if (u.state != wait::fresh) u.state = wait::running;  // a fresh thread: kthread_entry starts it
 }
 
-// A thread arrives at the block barrier: switch to the next thread in order (completing the phase if it is the last).
-void block_arrive(kthread* k) {
+// A thread arrives at the block barrier: the next thread in order runs (the last one's arrival completes the phase).
+kthread* block_next(kthread* k, combine_fn combine, const void* op) {
   cpu_block& b = *k->block;
+  if (combine != nullptr) {
+    b.pending = combine;
+    b.pending_op = op;
+  }
   k->arrivals += 1;
   k->state = wait::block;
   k->wait_phase = b.phase;
+  k->result = b.cancelled ? nullptr : b.result[b.phase & 1];
   kthread* const u = k->next;
   if (++b.arrived == b.live) complete_block_phase(b);
-  if (u != k) {
-    if (b.warp_ops) check_resumable(b, *k, *u);
-    switch_to(k, u);
-  }
-  after_resume(k);
+  return u;
 }
 
-void warp_arrive(kthread* k) {
+// The same for a warp operation: the warp's next lane runs.
+kthread* warp_next(kthread* k, combine_fn combine, const void* op) {
   cpu_block& b = *k->block;
   const int warp = k->t / warp_size;
   warp_state& w = b.warps[warp];
+  if (combine != nullptr) {
+    w.pending = combine;
+    w.op = op;
+  }
   k->state = wait::warp;
   k->wait_phase = w.phase;
+  k->result = b.cancelled ? nullptr : b.result[0];  // warp operations read the slots: any non-null pointer will do
   kthread* const u = k->wnext;
   if (++w.arrived == w.live) complete_warp_phase(b, w, warp);
-  if (u != k) {
-    check_resumable(b, *k, *u);
-    switch_to(k, u);
-  }
-  after_resume(k);
+  return u;
+}
+
+// Arrival bookkeeping shared by both barrier paths; returns the thread to run next, prepared (possibly k itself).
+kthread* arrive(kthread* k, long kind, combine_fn combine, const void* op) {
+  cpu_block& b = *k->block;
+  kthread* const u = kind == 0 ? block_next(k, combine, op) : warp_next(k, combine, op);
+  if (u != k && (b.warp_ops || kind != 0)) check_resumable(b, *k, *u);
+  prepare_resume(b, *u);
+  return u;
 }
 
 // A thread's body has ended: leave both rings and hand over for good.
@@ -311,6 +356,7 @@ void warp_arrive(kthread* k) {
     u = next;
   }
   if (b.warp_ops) check_resumable(b, *k, *u);
+  prepare_resume(b, *u);
   san::before_switch(k->marks, u->marks, /*leaving_for_good=*/true);
   apgas_detail_kernel_switch(&k->ctx, &u->ctx);
   __builtin_unreachable();
@@ -529,6 +575,7 @@ void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, voi
   b.thread_ctx = ctx;
   b.warp_ops = false;
   b.cancelled = false;
+  b.slow = b.checking;
   b.first_error = nullptr;
   b.phase += 2;  // a fresh phase: tags and wait phases of the last block cannot match it
   kthread* ts = b.threads.get();
@@ -588,29 +635,16 @@ void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, voi
   if (b.first_error) std::rethrow_exception(b.first_error);
 }
 
-void cpu_advance(void* self) {
-  block_arrive(as_thread(self));
-}
-
-void* cpu_block_slot(void* self) noexcept {
+void* cpu_block_slot(void* self, std::size_t bytes) noexcept {
   kthread* k = as_thread(self);
   cpu_block& b = *k->block;
   const int parity = static_cast<int>(b.phase & 1);
+  b.stride[parity] = bytes;
   b.block_tag(parity, k->t) = b.phase;
   return b.block_slot(parity, k->t);
 }
 
-const void* cpu_block_collect(void* self, combine_fn combine, const void* op) {
-  kthread* k = as_thread(self);
-  cpu_block& b = *k->block;
-  const std::uint32_t p = b.phase;
-  if (combine != nullptr) {
-    b.pending = combine;
-    b.pending_op = op;
-  }
-  block_arrive(k);
-  return b.result[p & 1];
-}
+void cpu_cancelled() { throw block_cancelled{}; }
 
 const void* cpu_block_slot_of(void* self, int t) noexcept {
   kthread* k = as_thread(self);
@@ -620,26 +654,16 @@ const void* cpu_block_slot_of(void* self, int t) noexcept {
   return b.block_slot(static_cast<int>(p & 1), t);
 }
 
-void* cpu_warp_slot(void* self) noexcept {
+void* cpu_warp_slot(void* self, std::size_t bytes) noexcept {
   kthread* k = as_thread(self);
   cpu_block& b = *k->block;
   b.warp_ops = true;
-  const warp_state& w = b.warps[k->t / warp_size];
+  b.slow = true;
+  warp_state& w = b.warps[k->t / warp_size];
   const int parity = static_cast<int>(w.phase & 1);
+  w.stride[parity] = bytes;
   b.warp_tag(parity, k->t) = w.phase;
   return b.warp_slot(parity, k->t);
-}
-
-const void* cpu_warp_collect(void* self, combine_fn combine, const void* op) {
-  kthread* k = as_thread(self);
-  cpu_block& b = *k->block;
-  warp_state& w = b.warps[k->t / warp_size];
-  if (combine != nullptr) {
-    w.pending = combine;
-    w.op = op;
-  }
-  warp_arrive(k);
-  return nullptr;
 }
 
 const void* cpu_warp_slot_of(void* self, int lane) noexcept {
@@ -650,6 +674,39 @@ const void* cpu_warp_slot_of(void* self, int lane) noexcept {
   const int t = warp * warp_size + lane;
   if (lane < 0 || lane >= warp_size || t >= b.n || b.warp_tag(static_cast<int>(p & 1), t) != p) return nullptr;
   return b.warp_slot(static_cast<int>(p & 1), t);
+}
+
+extern "C" const void* apgas_detail_kernel_barrier_arrive(void* self, long kind, combine_fn combine,
+                                                          const void* op) noexcept {
+  kthread* k = as_thread(self);
+  kthread* u = arrive(k, kind, combine, op);
+  if (u != k) switch_to(k, u);  // whoever resumes k prepares its result
+  return k->result;
+}
+
+// The barrier stub's bookkeeping. The common case — a plain block barrier, no warp operations, no checking — is a
+// handful of loads and stores; everything else takes the general path.
+extern "C" kernel_context* apgas_detail_kernel_barrier_next(void* self, long kind, combine_fn combine,
+                                                           const void* op) noexcept {
+  kthread* const k = as_thread(self);
+  cpu_block& b = *k->block;
+  if (kind == 0 && combine == nullptr && !b.slow) [[likely]] {
+    const std::uint32_t p = b.phase;
+    k->state = wait::block;
+    k->wait_phase = p;
+    k->result = b.result[p & 1];
+    kthread* const u = k->next;
+    // The thread after u runs next but one: fetch its record now (with 256 threads the records outgrow the L1 cache).
+    const kthread* const after = u->next;
+    __builtin_prefetch(&after->ctx, 1);
+    __builtin_prefetch(&after->resume_at, 1);
+    __builtin_prefetch(after->vec, 1);
+    __builtin_prefetch(after->vec + 64, 1);
+    __builtin_prefetch(after->vec + 128, 1);
+    if (++b.arrived == b.live) complete_block_phase(b);
+    return &u->ctx;
+  }
+  return &arrive(k, kind, combine, op)->ctx;
 }
 
 // ---- block-level bodies -----------------------------------------------------------------------------------------
@@ -689,9 +746,6 @@ void cpu_block_sync(void* block) {
   b.epoch += 1;
 }
 
-bool cpu_block_checking(const void* block) noexcept {
-  return static_cast<const cpu_block*>(block)->checking;
-}
 
 void cpu_block_set_thread(void* block, int t) noexcept {
   static_cast<cpu_block*>(block)->current_thread = t;
@@ -715,6 +769,7 @@ shared_check* cpu_shared_checker(void* block, int index, void* base, std::size_t
   c->first_thread.assign(n, -1);
   c->other_thread.assign(n, -1);
   c->snapshot.assign(n * elem_bytes, 0);
+  c->atomic_epoch.assign(n, 0);
   b.checks.push_back(std::move(c));
   return b.checks.back().get();
 }
@@ -724,6 +779,7 @@ namespace {
 void close_epoch(shared_check& c) {
   cpu_block& b = *c.block;
   for (std::size_t i : c.touched) {
+    if (c.atomic_epoch[i] == c.epoch[i]) continue;  // atomic accesses do not race
     if (std::memcmp(c.snapshot.data() + i * c.elem, c.base + i * c.elem, c.elem) != 0) {
       b.report("data race on shared array " + std::to_string(c.index) + " (a resource of the kernel) in " + b.where() +
                ": threads " + std::to_string(c.first_thread[i]) + " and " + std::to_string(c.other_thread[i]) +
@@ -759,6 +815,18 @@ bool cpu_shared_access(shared_check* c, std::size_t i) noexcept {
     c->touched.push_back(i);
   }
   return true;
+}
+
+void cpu_atomic_note(const void* addr) noexcept {
+  cpu_block& b = this_block();
+  if (!b.checking) return;
+  const auto* a = static_cast<const unsigned char*>(addr);
+  for (auto& c : b.checks) {
+    if (a >= c->base && a < c->base + c->n * c->elem) {
+      c->atomic_epoch[static_cast<std::size_t>(a - c->base) / c->elem] = b.epoch;
+      return;
+    }
+  }
 }
 
 // ---- places -------------------------------------------------------------------------------------------------------

@@ -24,8 +24,18 @@ struct kernel_context {
 #error "apgas: the kernel-thread switch (apgas/src/kernel_switch.cpp) is written for x86-64 and AArch64"
 #endif
 
+/// The layout of a kernel-thread record (apgas/src/kernel_cpu.cpp) that the barrier stub relies on: the context at 0;
+/// where the body goes on, what the barrier returns and the body's vector width in the next cache line; the vector
+/// registers it keeps (xmm6-15 in their widest form, zmm: 10 x 64 bytes) after that.
+inline constexpr std::size_t kernel_record_resume_at = 64;
+inline constexpr std::size_t kernel_record_result = 72;
+inline constexpr std::size_t kernel_record_width = 80;
+inline constexpr std::size_t kernel_record_vec = 128;
+inline constexpr std::size_t kernel_vector_save_bytes = 10 * 64;
+
 extern "C" {
-/// Save the caller's registers into *from and continue where *to was saved (or starts).
+/// Save the caller's registers into *from and continue where *to was saved (or starts), with the first argument
+/// register holding `to` (a thread parked in the barrier stub finds its record there).
 void apgas_detail_kernel_switch(kernel_context* from, const kernel_context* to) noexcept;
 }
 

@@ -134,6 +134,24 @@ TEST(Config, InvalidTransportIsNamed) {
   EXPECT_NE(what.find("carrier-pigeon"), std::string::npos) << what;
 }
 
+TEST(Config, KernelCheckIsZeroOrOne) {
+  for (const char* bad : {"yes", "2", "", "on"}) {
+    const std::string what = rejection("APGAS_KERNEL_CHECK", bad);
+    ASSERT_FALSE(what.empty()) << "APGAS_KERNEL_CHECK='" << bad << "' was accepted";
+    EXPECT_NE(what.find("APGAS_KERNEL_CHECK='" + std::string(bad) + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find("0 (off) or 1 (on)"), std::string::npos) << what;
+  }
+  {
+    env_guard g("APGAS_KERNEL_CHECK", "1");
+    EXPECT_TRUE(apgas::config::from_env().kernel_check);
+  }
+  {
+    env_guard g("APGAS_KERNEL_CHECK", "0");
+    EXPECT_FALSE(apgas::config::from_env().kernel_check);
+  }
+  EXPECT_FALSE(apgas::config{}.kernel_check);
+}
+
 TEST(Config, OneBadVariableIsEnoughEvenWithGoodOthers) {
   env_guard a("APGAS_NTHREADS", "2");
   const std::string what = rejection("APGAS_STACK_SIZE", "tiny");

@@ -5,7 +5,7 @@
 
 #include <span>
 
-struct scale_by_constant {  // a named kernel body type, as a header shared by several nvcc files would define it
+struct scale_by_constant : apgas::device_function {  // a named kernel body type, as a header shared by several nvcc files would define it
   apgas::remote_array<float> out;
   APGAS_KERNEL void operator()(apgas::thread t, std::span<const float> c) const {
     out.data()[t.global_id()] = c[0] * static_cast<float>(t.global_id());
@@ -13,5 +13,5 @@ struct scale_by_constant {  // a named kernel body type, as a header shared by s
 };
 
 void send(apgas::place gpu, apgas::remote_array<float> out, std::span<const float> factor) {
-  apgas::async_at(gpu, apgas::cuda_kernel(apgas::grid{1, 32}, apgas::constant_from(factor), scale_by_constant{out}));
+  apgas::async_at(gpu, apgas::cuda_kernel(apgas::grid{1, 32}, apgas::constant_from(factor), scale_by_constant{{}, out}));
 }

@@ -1,4 +1,4 @@
-// The defects of the GPU path's static review (docs/decisions/0009-gpu-hardening.md), each shown against the fake
+// The defects of the GPU path's static review (docs/decisions/0010-gpu-hardening.md), each shown against the fake
 // driver (tests/cuda_fake/fake_cuda.cpp): one host with 2 fake GPUs, places 1 and 2, unless a ctest entry of its own
 // says otherwise (old driver, the node-local GPU share, the pinned-memory context: each needs a process of its own,
 // since the driver is loaded once per process).

@@ -4,7 +4,7 @@
 
 #include <span>
 
-struct scale_by_constant {
+struct scale_by_constant : apgas::device_function {
   apgas::remote_array<float> out;
   APGAS_KERNEL void operator()(apgas::thread t, std::span<const float> c) const {
     for (long i = t.global_id(); i < static_cast<long>(out.size()); i += t.global_count()) {
@@ -13,6 +13,6 @@ struct scale_by_constant {
   }
 };
 
-/// Launch scale_by_constant{out} with constant data {factor} at GPU place g, from this file / from the second file.
+/// Launch scale_by_constant{{}, out} with constant data {factor} at GPU place g, from this file / from the second file.
 void launch_scaled_here(apgas::place g, apgas::remote_array<float> out, float factor);
 void launch_scaled_in_second_file(apgas::place g, apgas::remote_array<float> out, float factor);

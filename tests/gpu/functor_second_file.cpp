@@ -7,5 +7,5 @@
 void launch_scaled_in_second_file(apgas::place g, apgas::remote_array<float> out, float factor) {
   const std::vector<float> f{factor};
   apgas::async_at(g, apgas::cuda_kernel(apgas::auto_grid(), apgas::constant_from(std::span<const float>(f)),
-                                        scale_by_constant{out}));
+                                        scale_by_constant{{}, out}));
 }

@@ -1,4 +1,4 @@
-// The review items that only a GPU can settle (docs/decisions/0009-gpu-hardening.md; the fake driver shows the rest,
+// The review items that only a GPU can settle (docs/decisions/0010-gpu-hardening.md; the fake driver shows the rest,
 // tests/cuda_fake/test_backend_hardening.cpp). Label gpu: every test skips, saying why, where this host has too few
 // GPU places. Compiled by nvcc, together with functor_second_file.cpp.
 #include "gpu/functor_kernel.hpp"
@@ -127,7 +127,7 @@ void a_functor_kernel_from_two_files_reads_its_own_constants() {
 void launch_scaled_here(apgas::place g, apgas::remote_array<float> out, float factor) {
   const std::vector<float> f{factor};
   apgas::async_at(g, apgas::cuda_kernel(apgas::auto_grid(), apgas::constant_from(std::span<const float>(f)),
-                                        scale_by_constant{out}));
+                                        scale_by_constant{{}, out}));
 }
 
 TEST(GpuReview, AFunctorKernelFromTwoFilesReadsItsOwnConstants) {

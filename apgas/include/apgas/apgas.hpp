@@ -9,6 +9,7 @@
 #include <apgas/clock.hpp>
 #include <apgas/global.hpp>
 #include <apgas/pinned.hpp>
+#include <apgas/queue.hpp>
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
 #include <apgas/reducer.hpp>

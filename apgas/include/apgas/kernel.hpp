@@ -42,7 +42,8 @@
 /// block (a plain block stops its loop; the other threads of a clocked block run on without it): each failed block
 /// contributes one exception to the governing finish.
 ///
-/// The checking mode of CPU places (APGAS_KERNEL_CHECK=1 or config::kernel_check; off by default, on in the tests)
+/// The checking mode of CPU places (config::kernel_check, which config::from_env() and apgas::run(argc, argv, ...) take
+/// from APGAS_KERNEL_CHECK=1; off by default, on in the tests)
 /// holds a CPU launch to a GPU's limits and reports, as kernel_check_error in the governing finish, what would be
 /// undefined on a GPU: a divergent barrier, a shared-array index outside the array, a data race on a shared array.
 ///
@@ -198,6 +199,17 @@ constexpr bool is_nvcc_device_lambda() {
   return false;
 #endif
 }
+
+}  // namespace detail
+
+/// Base of a named function object used as a kernel body sent to GPU places (its operator() declared APGAS_KERNEL):
+/// lambdas say __host__ __device__ through APGAS_KERNEL, a class says it by deriving from this.
+struct device_function {};
+
+namespace detail {
+/// Whether nvcc can run a body on a GPU: an extended __host__ __device__ lambda, or a device_function.
+template <class B>
+inline constexpr bool device_callable_v = is_nvcc_host_device_lambda<B>() || std::is_base_of_v<device_function, B>;
 
 template <class G>
 struct shape_traits : std::false_type {};

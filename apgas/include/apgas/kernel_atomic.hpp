@@ -48,6 +48,16 @@ __device__ T from_cuda(U v) {
 }
 #endif
 
+/// The checking mode's note that x was accessed atomically (no race), where shared accesses are watched.
+template <class T>
+inline void note_atomic(const T& x) noexcept {
+#if APGAS_KERNEL_CHECKS && !defined(__CUDA_ARCH__)
+  cpu_atomic_note(&x);
+#else
+  (void)x;
+#endif
+}
+
 }  // namespace detail
 
 /// x += v atomically; the old value.
@@ -59,6 +69,7 @@ APGAS_DETAIL_HD T atomic_add(T& x, T v) {
   using U = std::remove_pointer_t<decltype(detail::cuda_ptr(x))>;
   return detail::from_cuda<T>(atomicAdd(detail::cuda_ptr(x), static_cast<U>(v)));
 #else
+  detail::note_atomic(x);
   return std::atomic_ref<T>(x).fetch_add(v, std::memory_order_relaxed);
 #endif
 }
@@ -75,6 +86,7 @@ APGAS_DETAIL_HD T atomic_sub(T& x, T v) {
     return atomic_add(x, static_cast<T>(-v));  // two's complement wraps for the unsigned types, as atomicSub does
   }
 #else
+  detail::note_atomic(x);
   return std::atomic_ref<T>(x).fetch_sub(v, std::memory_order_relaxed);
 #endif
 }
@@ -85,14 +97,6 @@ T cpu_fetch_update(T& x, T v, Better better) {
   std::atomic_ref<T> a(x);
   T old = a.load(std::memory_order_relaxed);
   while (better(v, old) && !a.compare_exchange_weak(old, v, std::memory_order_relaxed)) {
-  }
-  return old;
-}
-template <class T, class Op>
-T cpu_fetch_op(T& x, T v, Op op) {
-  std::atomic_ref<T> a(x);
-  T old = a.load(std::memory_order_relaxed);
-  while (!a.compare_exchange_weak(old, op(old, v), std::memory_order_relaxed)) {
   }
   return old;
 }
@@ -107,6 +111,7 @@ APGAS_DETAIL_HD T atomic_min(T& x, T v) {
   using U = std::remove_pointer_t<decltype(detail::cuda_ptr(x))>;
   return detail::from_cuda<T>(atomicMin(detail::cuda_ptr(x), static_cast<U>(v)));
 #else
+  detail::note_atomic(x);
   return detail::cpu_fetch_update(x, v, [](T a, T b) { return a < b; });
 #endif
 }
@@ -120,6 +125,7 @@ APGAS_DETAIL_HD T atomic_max(T& x, T v) {
   using U = std::remove_pointer_t<decltype(detail::cuda_ptr(x))>;
   return detail::from_cuda<T>(atomicMax(detail::cuda_ptr(x), static_cast<U>(v)));
 #else
+  detail::note_atomic(x);
   return detail::cpu_fetch_update(x, v, [](T a, T b) { return b < a; });
 #endif
 }
@@ -132,6 +138,7 @@ APGAS_DETAIL_HD T atomic_and(T& x, T v) {
   using U = std::remove_pointer_t<decltype(detail::cuda_ptr(x))>;
   return detail::from_cuda<T>(atomicAnd(detail::cuda_ptr(x), static_cast<U>(v)));
 #else
+  detail::note_atomic(x);
   return std::atomic_ref<T>(x).fetch_and(v, std::memory_order_relaxed);
 #endif
 }
@@ -142,6 +149,7 @@ APGAS_DETAIL_HD T atomic_or(T& x, T v) {
   using U = std::remove_pointer_t<decltype(detail::cuda_ptr(x))>;
   return detail::from_cuda<T>(atomicOr(detail::cuda_ptr(x), static_cast<U>(v)));
 #else
+  detail::note_atomic(x);
   return std::atomic_ref<T>(x).fetch_or(v, std::memory_order_relaxed);
 #endif
 }
@@ -152,6 +160,7 @@ APGAS_DETAIL_HD T atomic_xor(T& x, T v) {
   using U = std::remove_pointer_t<decltype(detail::cuda_ptr(x))>;
   return detail::from_cuda<T>(atomicXor(detail::cuda_ptr(x), static_cast<U>(v)));
 #else
+  detail::note_atomic(x);
   return std::atomic_ref<T>(x).fetch_xor(v, std::memory_order_relaxed);
 #endif
 }
@@ -170,6 +179,7 @@ APGAS_DETAIL_HD T atomic_exchange(T& x, T v) {
   memcpy(&r, &old, sizeof(T));
   return r;
 #else
+  detail::note_atomic(x);
   return std::atomic_ref<T>(x).exchange(v, std::memory_order_relaxed);
 #endif
 }
@@ -189,6 +199,7 @@ APGAS_DETAIL_HD T atomic_compare_exchange(T& x, T expected, T desired) {
   memcpy(&r, &old, sizeof(T));
   return r;
 #else
+  detail::note_atomic(x);
   std::atomic_ref<T>(x).compare_exchange_strong(expected, desired, std::memory_order_relaxed);
   return expected;  // on failure compare_exchange stored the value it saw; on success it equals the old value
 #endif

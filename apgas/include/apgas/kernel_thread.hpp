@@ -119,27 +119,85 @@ constexpr void check_collective_type() {
 }
 
 // ---- the CPU runtime's entry points (apgas/src/kernel_cpu.cpp); `self` is the calling kernel thread ----------------
-/// The block barrier of a clocked thread.
-void cpu_advance(void* self);
-/// Where the calling clocked thread deposits its value for the next block collective (tagged with the phase).
-void* cpu_block_slot(void* self) noexcept;
-/// Barrier; the thread that completes it runs combine(slots, present, n, result, op) once for the block. Returns the
-/// block's result area; per-thread results (scans) are in the slots, read with cpu_block_slot_of.
 using combine_fn = void (*)(void* slots, const bool* present, int n, void* result, const void* op);
-const void* cpu_block_collect(void* self, combine_fn combine, const void* op);
+[[noreturn]] void cpu_cancelled();
+
+extern "C" {
+/// A clocked thread arrives at a barrier of its block (kind 0) or of its warp (kind 1); the thread whose arrival
+/// completes it first runs combine(slots, present, n, result, op) when given. Returns the completed phase's result
+/// area, or null when the block was cancelled (the thread must unwind).
+__attribute__((visibility("default"))) const void* apgas_detail_kernel_barrier_arrive(void* self, long kind,
+                                                                                    combine_fn combine,
+                                                                                    const void* op) noexcept;
+}
+
+/// The barrier as a clocked body calls it. On x86-64 it goes through a stub that keeps xmm6-xmm15 (ymm/zmm in
+/// translation units built for AVX/AVX-512) across the switch to the other threads of the block: a body's
+/// floating-point values that live across a barrier — an accumulator, a stencil's neighbours — then stay in
+/// registers. With an ordinary call (System V keeps no vector register) GCC may instead keep such a value in memory
+/// for the whole loop nest around the barrier: measured 2x on a tiled SGEMM (decision 0009).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define APGAS_DETAIL_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define APGAS_DETAIL_SANITIZED 1
+#endif
+#endif
+inline const void* cpu_barrier(void* self, long kind, combine_fn combine = nullptr, const void* op = nullptr) {
+  // Under ASan or TSan the sanitizers must hear of every stack switch: the plain call, which tells them, is used.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(APGAS_DETAIL_SANITIZED)
+#if defined(__AVX512F__)
+  register long width asm("r8") = 64;
+#elif defined(__AVX__)
+  register long width asm("r8") = 32;
+#else
+  register long width asm("r8") = 16;
+#endif
+  const void* r;
+  // 128 bytes below rsp first: the red zone may hold the caller's values.
+  asm volatile("sub $128, %%rsp\n\tcall apgas_detail_kernel_barrier@PLT\n\tadd $128, %%rsp"
+               : "=a"(r), "+D"(self), "+S"(kind), "+d"(combine), "+c"(op), "+r"(width)
+               :
+               : "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "st", "st(1)", "st(2)",
+                 "st(3)", "st(4)", "st(5)", "st(6)", "st(7)", "memory", "cc"
+#if defined(__AVX512F__)
+                 , "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26",
+                 "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"
+#endif
+  );
+#else
+  const void* r = apgas_detail_kernel_barrier_arrive(self, kind, combine, op);
+#endif
+  if (r == nullptr) cpu_cancelled();
+  return r;
+}
+
+/// Where the calling clocked thread deposits its value (`bytes` long, the same for every thread) for the next block
+/// collective; the slots of one collective are dense, so a combine function sees an array of the value type (tagged with the phase).
+void* cpu_block_slot(void* self, std::size_t bytes) noexcept;
+/// After the barrier: thread t's slot of the completed phase (null if t did not deposit); per-thread results (scans).
 const void* cpu_block_slot_of(void* self, int t) noexcept;
-/// The same for a warp operation: barrier of the calling thread's warp only; combine may be null.
-void* cpu_warp_slot(void* self) noexcept;
-const void* cpu_warp_collect(void* self, combine_fn combine, const void* op);
+/// The same for a warp operation (cpu_barrier kind 1: a barrier of the calling thread's warp only).
+void* cpu_warp_slot(void* self, std::size_t bytes) noexcept;
 const void* cpu_warp_slot_of(void* self, int lane) noexcept;
 /// Block-level bodies on a CPU place: per-block scratch memory (valid until the block ends) and the checking hooks.
 void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align);
 void cpu_block_sync(void* block);
-bool cpu_block_checking(const void* block) noexcept;
+/// The first member of the CPU runtime's block state, read inline by block-level bodies so that for_threads and sync
+/// make no call unless the checking mode is on (a call the compiler cannot see into would make it reload everything).
+struct cpu_block_head {
+  bool checking = false;
+};
+inline bool cpu_block_checking(const void* block) noexcept {
+  return static_cast<const cpu_block_head*>(block)->checking;
+}
 void cpu_block_set_thread(void* block, int t) noexcept;
 /// A shared-array access seen by the checking mode: range check (returns false when i is outside) and race tracking.
 struct shared_check;
 bool cpu_shared_access(shared_check* c, std::size_t i) noexcept;
+/// In checking mode: the access just recorded at `addr` (if it is in a watched shared array) was atomic, which is no
+/// race (apgas/kernel_atomic.hpp calls it where APGAS_KERNEL_CHECKS is on).
+void cpu_atomic_note(const void* addr) noexcept;
 
 /// The tree in which a block reduction combines values: per warp (32 lanes) a halving tree (lane i takes lane
 /// i + 16, 8, 4, 2, 1 where that lane exists), then the same tree over the warps' results. A GPU computes it with warp
@@ -319,20 +377,30 @@ void combine_reduce(void* slots, const bool* present, int n, void* result, const
 
 // ---- shared arrays ----------------------------------------------------------------------------------------------
 
-/// A per-block shared array as a kernel body receives it: a span (std::span converts from it) whose accesses the
-/// checking mode of CPU places watches: an index outside the array, and two threads of a block touching one element
-/// between two barriers while its value changes (a data race on a GPU). Declare the body's parameter as
-/// apgas::shared_span<T> (or auto) to be checked; a std::span<T> parameter works too, unchecked.
-template <class T, std::size_t Extent = std::dynamic_extent>
-class shared_span {
+// Whether shared_span accesses are instrumented for the checking mode in this translation unit: APGAS_KERNEL_CHECKS=1 or
+// 0, by default on where NDEBUG is not defined (as assert). The instrumentation is a test and a call on every access,
+// which keeps a body's loops from vectorising and its values in registers: release builds leave it out. The two
+// flavours are distinct types, so translation units built either way can be linked together.
+#if !defined(APGAS_KERNEL_CHECKS)
+#if defined(NDEBUG)
+#define APGAS_KERNEL_CHECKS 0
+#else
+#define APGAS_KERNEL_CHECKS 1
+#endif
+#endif
+
+namespace detail {
+template <class T, std::size_t Extent, bool Checked>
+class basic_shared_span {
  public:
   using element_type = T;
   using size_type = std::size_t;
-  APGAS_DETAIL_HD shared_span(T* p, std::size_t n, detail::shared_check* c = nullptr) noexcept
-      : p_(p), n_(n), check_(c) {}
+  APGAS_DETAIL_HD basic_shared_span(T* p, std::size_t n, shared_check* c = nullptr) noexcept : p_(p), n_(n), check_(c) {}
   APGAS_DETAIL_HD T& operator[](std::size_t i) const noexcept {
 #if !defined(__CUDA_ARCH__)
-    if (check_ != nullptr && !detail::cpu_shared_access(check_, i)) return p_[0];  // reported; nothing outside touched
+    if constexpr (Checked) {
+      if (check_ != nullptr && !cpu_shared_access(check_, i)) return p_[0];  // reported; nothing outside is touched
+    }
 #endif
     return p_[i];
   }
@@ -351,8 +419,17 @@ class shared_span {
  private:
   T* p_;
   std::size_t n_;
-  detail::shared_check* check_;
+  shared_check* check_;
 };
+}  // namespace detail
+
+/// A per-block shared array as a kernel body receives it: a span (std::span converts from it) whose accesses the
+/// checking mode of CPU places watches — an index outside the array, and two threads of a block touching one element
+/// between two barriers while its value changes (a data race on a GPU) — in translation units built with
+/// APGAS_KERNEL_CHECKS=1 (the default without NDEBUG). Declare the body's parameter as apgas::shared_span<T> (or
+/// auto) to be checked; a std::span<T> parameter works too, unchecked.
+template <class T, std::size_t Extent = std::dynamic_extent>
+using shared_span = detail::basic_shared_span<T, Extent, APGAS_KERNEL_CHECKS != 0>;
 
 // ---- thread handles -------------------------------------------------------------------------------------------
 
@@ -392,11 +469,12 @@ class thread_handle {
   // do not (on a CPU place they are a loop). Say so at compile time, with the way out.
 #define APGAS_DETAIL_NEEDS_CLOCKED(name)                                                                               \
   template <class... A>                                                                                                \
-  void name(A&&...) const {                                                                                            \
+  int name(A&&...) const {                                                                                             \
     static_assert(detail::dependent_false<A...>,                                                                       \
                   "apgas: " #name "() needs the threads of a block to run together: take apgas::clocked_thread as "  \
                   "the body's first parameter (CUDA's __syncthreads() style), or write the kernel at block level "     \
                   "with apgas::thread_block (for_threads, sync, reduce, scan)");                                       \
+    return 0;                                                                                                          \
   }
   APGAS_DETAIL_NEEDS_CLOCKED(advance)
   APGAS_DETAIL_NEEDS_CLOCKED(shfl)
@@ -408,6 +486,11 @@ class thread_handle {
   APGAS_DETAIL_NEEDS_CLOCKED(inclusive_scan)
   APGAS_DETAIL_NEEDS_CLOCKED(exclusive_scan)
   APGAS_DETAIL_NEEDS_CLOCKED(broadcast)
+  APGAS_DETAIL_NEEDS_CLOCKED(advance_count)
+  APGAS_DETAIL_NEEDS_CLOCKED(advance_and)
+  APGAS_DETAIL_NEEDS_CLOCKED(advance_or)
+  APGAS_DETAIL_NEEDS_CLOCKED(all)
+  APGAS_DETAIL_NEEDS_CLOCKED(any)
 #undef APGAS_DETAIL_NEEDS_CLOCKED
 
  private:
@@ -431,7 +514,7 @@ class clocked_thread : public thread_handle {
 #if defined(__CUDA_ARCH__)
     __syncthreads();
 #else
-    detail::cpu_advance(cpu_);
+    (void)detail::cpu_barrier(cpu_, 0);
 #endif
   }
   /// advance(), and how many threads of the block passed a true `pred` (__syncthreads_count).
@@ -466,9 +549,9 @@ class clocked_thread : public thread_handle {
 #if defined(__CUDA_ARCH__)
     return detail::gpu_block_reduce(v, op);
 #else
-    std::memcpy(detail::cpu_block_slot(cpu_), &v, sizeof(T));
+    std::memcpy(detail::cpu_block_slot(cpu_, sizeof(T)), &v, sizeof(T));
     T r;
-    std::memcpy(&r, detail::cpu_block_collect(cpu_, &detail::combine_reduce<T, Op>, &op), sizeof(T));
+    std::memcpy(&r, detail::cpu_barrier(cpu_, 0, &detail::combine_reduce<T, Op>, &op), sizeof(T));
     return r;
 #endif
   }
@@ -504,8 +587,8 @@ class clocked_thread : public thread_handle {
 #if defined(__CUDA_ARCH__)
     return detail::gpu_block_broadcast(v, src);
 #else
-    std::memcpy(detail::cpu_block_slot(cpu_), &v, sizeof(T));
-    (void)detail::cpu_block_collect(cpu_, nullptr, nullptr);
+    std::memcpy(detail::cpu_block_slot(cpu_, sizeof(T)), &v, sizeof(T));
+    (void)detail::cpu_barrier(cpu_, 0);
     T r;
     const void* s = detail::cpu_block_slot_of(cpu_, src);
     std::memcpy(&r, s != nullptr ? s : &v, sizeof(T));
@@ -559,8 +642,8 @@ class clocked_thread : public thread_handle {
 #if defined(__CUDA_ARCH__)
     return __ballot_sync(detail::gpu_warp_mask(), pred);
 #else
-    *static_cast<bool*>(detail::cpu_warp_slot(cpu_)) = pred;
-    (void)detail::cpu_warp_collect(cpu_, nullptr, nullptr);
+    *static_cast<bool*>(detail::cpu_warp_slot(cpu_, sizeof(bool))) = pred;
+    (void)detail::cpu_barrier(cpu_, 1);
     unsigned bits = 0;
     for (int l = 0; l < warp_size; ++l) {
       const void* s = detail::cpu_warp_slot_of(cpu_, l);
@@ -590,8 +673,8 @@ class clocked_thread : public thread_handle {
   template <class T>
   T cpu_shuffle(const T& v, int src) const {
     detail::check_collective_type<T>();
-    std::memcpy(detail::cpu_warp_slot(cpu_), &v, sizeof(T));
-    (void)detail::cpu_warp_collect(cpu_, nullptr, nullptr);
+    std::memcpy(detail::cpu_warp_slot(cpu_, sizeof(T)), &v, sizeof(T));
+    (void)detail::cpu_barrier(cpu_, 1);
     T r = v;
     if (src >= 0 && src < warp_size) {
       const void* s = detail::cpu_warp_slot_of(cpu_, src);
@@ -601,9 +684,9 @@ class clocked_thread : public thread_handle {
   }
   template <class T, class Op>
   T cpu_scan(const T& v, const Op& op, bool exclusive, const T& init) const {
-    std::memcpy(detail::cpu_block_slot(cpu_), &v, sizeof(T));
-    (void)detail::cpu_block_collect(
-        cpu_,
+    std::memcpy(detail::cpu_block_slot(cpu_, sizeof(T)), &v, sizeof(T));
+    (void)detail::cpu_barrier(
+        cpu_, 0,
         [](void* slots, const bool*, int n, void*, const void* o) {
           detail::tree_scan(static_cast<T*>(slots), n, *static_cast<const Op*>(o));
         },
@@ -694,11 +777,25 @@ class thread_block {
       for_threads_checked(f);
       return;
     }
+    // In runs of 16 threads (8 where the block's width is no multiple of 16): a loop of a constant trip count is one
+    // that GCC's -O2 (its "very cheap" cost model) vectorises; over the block's run-time width it would not
+    // (measured: 4x on a tiled SGEMM; runs of 16 beat runs of 8 by 1.3x there, more work per vector loop).
     int linear = 0;
     for (int z = 0; z < bdim_.z; ++z) {
       for (int y = 0; y < bdim_.y; ++y, linear += bdim_.x) {
-        APGAS_DETAIL_INDEPENDENT
-        for (int x = 0; x < bdim_.x; ++x) f(thread_index{x, y, z, linear + x});
+        int x = 0;
+        if (bdim_.x % 16 == 0) {
+          for (; x < bdim_.x; x += 16) {
+            APGAS_DETAIL_INDEPENDENT
+            for (int j = 0; j < 16; ++j) f(thread_index{x + j, y, z, linear + x + j});
+          }
+          continue;
+        }
+        for (; x + 8 <= bdim_.x; x += 8) {
+          APGAS_DETAIL_INDEPENDENT
+          for (int j = 0; j < 8; ++j) f(thread_index{x + j, y, z, linear + x + j});
+        }
+        for (; x < bdim_.x; ++x) f(thread_index{x, y, z, linear + x});
       }
     }
 #endif
@@ -708,7 +805,7 @@ class thread_block {
 #if defined(__CUDA_ARCH__)
     __syncthreads();
 #else
-    detail::cpu_block_sync(cpu_);
+    if (detail::cpu_block_checking(cpu_)) detail::cpu_block_sync(cpu_);
 #endif
   }
   /// Per-thread storage that survives sync(): indexed by the thread_index of for_threads. One value per thread, each
@@ -724,14 +821,20 @@ class thread_block {
     return detail::per_thread_cpu<T>(p);
 #endif
   }
-  /// f() computed once for the block, its result on every thread (on a GPU thread 0 computes it and shares it).
+  /// f() computed once for the block, its result (if any) on every thread (on a GPU thread 0 computes it and shares
+  /// it; a barrier either way).
   template <class F>
   APGAS_DETAIL_HD auto single(F&& f) const {
 #if defined(__CUDA_ARCH__)
     using T = decltype(f());
-    T v{};
-    if (detail::gpu_linear_thread() == 0) v = f();
-    return detail::gpu_block_broadcast(v, 0);
+    if constexpr (std::is_void_v<T>) {
+      if (detail::gpu_linear_thread() == 0) f();
+      __syncthreads();
+    } else {
+      T v{};
+      if (detail::gpu_linear_thread() == 0) v = f();
+      return detail::gpu_block_broadcast(v, 0);
+    }
 #else
     return f();
 #endif
@@ -848,4 +951,23 @@ class thread_block {
 };
 
 }  // namespace apgas
+
+#if !defined(__CUDACC__)
+// CUDA's built-in index variables do not exist outside nvcc: a kernel body ported with threadIdx.x left in it gets a
+// compile-time error that names what to write instead (the deleted conversion below names it), rather than
+// "'threadIdx' was not declared". (In files compiled by nvcc, threadIdx in a body's host code fails at link time:
+// "undefined reference to __device_builtin_variable_threadIdx"; docs/porting.md has the same table.)
+namespace apgas::detail {
+struct cuda_builtin_index_in_a_kernel_body_use_t_thread_idx_block_idx_block_dim_grid_dim_instead {
+  operator int() const = delete;
+  operator unsigned() const = delete;
+  operator long() const = delete;
+  operator unsigned long() const = delete;
+};
+struct cuda_builtin_index {
+  cuda_builtin_index_in_a_kernel_body_use_t_thread_idx_block_idx_block_dim_grid_dim_instead x, y, z;
+};
+}  // namespace apgas::detail
+[[maybe_unused]] inline constexpr apgas::detail::cuda_builtin_index threadIdx{}, blockIdx{}, blockDim{}, gridDim{};
+#endif
 #pragma GCC visibility pop

@@ -73,6 +73,16 @@ class block_buffer {
   std::size_t n_;
 };
 
+/// The checking mode's watch over a shared array, where this translation unit's shared_span can use one.
+inline shared_check* shared_checker(void* block, int index, void* base, std::size_t n, std::size_t elem_bytes) {
+  if constexpr (APGAS_KERNEL_CHECKS != 0) {
+    return cpu_shared_checker(block, index, base, n, elem_bytes);
+  } else {
+    (void)block, (void)index, (void)base, (void)n, (void)elem_bytes;
+    return nullptr;
+  }
+}
+
 template <class R>
 struct block_storage;  // what one task holds for resource R, refilled for each block
 template <class T, std::size_t N, bool Fill>
@@ -85,7 +95,7 @@ struct block_storage<shared_array<T, N, Fill>> {
     }
   }
   shared_span<T, N> param(const shared_array<T, N, Fill>&, void* block, int index) {
-    return {buf.data(), buf.size(), cpu_shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
+    return {buf.data(), buf.size(), shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
   }
 };
 template <class T>
@@ -96,7 +106,7 @@ struct block_storage<shared_copy<T>> {
     if (!r.data->empty()) std::memcpy(buf.data(), r.data->data(), r.data->size() * sizeof(T));
   }
   shared_span<T> param(const shared_copy<T>&, void* block, int index) {
-    return {buf.data(), buf.size(), cpu_shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
+    return {buf.data(), buf.size(), shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
   }
 };
 template <class T>

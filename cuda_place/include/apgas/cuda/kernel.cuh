@@ -328,6 +328,15 @@ void write_desc(void* out, const desc_context<R...>& c, const std::uintptr_t* up
 template <class K, class Shape, class... R>
 void launch_parts(place p, const Shape& shape, const void* body, const std::tuple<R...>& res) {
   using Body = decltype(K::body);
+  // The usual slip: a lambda written [=](...) without APGAS_KERNEL is host code only. Say so, instead of nvcc's
+  // error about __global__ template arguments inside this file (the lambda's type and the call that sends it follow
+  // in the instantiation notes).
+  static_assert(device_callable_v<Body>,
+                "apgas::cuda_kernel: this kernel's body cannot run on a GPU: write the lambda as [=] APGAS_KERNEL "
+                "(apgas::thread t, ...) { ... } (APGAS_KERNEL makes it __host__ __device__; the same closure still runs "
+                "on CPU places), or, for a named function object, derive it from apgas::device_function and declare "
+                "its operator() APGAS_KERNEL");
+  if constexpr (device_callable_v<Body>) {
   using desc_t = dev_desc<R...>;
   using traits = shape_traits<Shape>;
   constexpr body_kind kind = K::kind;
@@ -371,6 +380,7 @@ void launch_parts(place p, const Shape& shape, const void* body, const std::tupl
   r.spilled = spill;
   r.keep = std::make_shared<const std::tuple<R...>>(res);  // the host data of the uploads, until the launch ends
   gpu_launch(p, r);
+  }
 }
 
 }  // namespace

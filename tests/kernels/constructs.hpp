@@ -1,0 +1,332 @@
+#pragma once
+// The constructs of kernel closures (apgas/kernel_thread.hpp, apgas/kernel_atomic.hpp), each run at a place and
+// checked against a serial computation. The same functions run on CPU places (tests/core/test_kernel_constructs.cpp,
+// compiled by the host compiler) and on GPU places (tests/gpu/test_gpu_constructs.cpp, compiled by nvcc): kernels are
+// written [=] APGAS_KERNEL and write into remote arrays at the place, copied back to the host to be checked.
+#include <apgas/apgas.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <span>
+#include <vector>
+
+namespace kernel_constructs {
+
+template <class T>
+std::vector<T> fetch(apgas::remote_array<T> a) {
+  std::vector<T> v(a.size());
+  apgas::finish([&] { apgas::async_copy(a, 0, std::span<T>(v)); });
+  return v;
+}
+
+// A zero-filled remote array at p, freed when the returned holder goes (at the end of the check).
+template <class T>
+struct scoped_array {
+  apgas::remote_array<T> a;
+  scoped_array(apgas::place p, std::size_t n) : a(apgas::make_remote_array<T>(p, n)) {}
+  ~scoped_array() { apgas::free_remote_array(a); }
+  scoped_array(const scoped_array&) = delete;
+  scoped_array& operator=(const scoped_array&) = delete;
+};
+#define KC_ARRAY(T, name, p, n)                  \
+  scoped_array<T> name##_holder((p), (n));        \
+  const apgas::remote_array<T> name = name##_holder.a
+
+inline int bits(float f) {
+  int i;
+  std::memcpy(&i, &f, sizeof i);
+  return i;
+}
+
+// A 3-D grid of 3-D blocks: every thread sees consistent indices, and every (block, thread) runs exactly once.
+inline void grid_3d(apgas::place p) {
+  const apgas::grid g{{3, 2, 2}, {4, 3, 2}};
+  const long total = g.blocks.count() * g.threads.count();
+  KC_ARRAY(int, hits, p, static_cast<std::size_t>(total));
+  KC_ARRAY(int, bad, p, 1);
+  apgas::at(p, apgas::cuda_kernel(g, [=] APGAS_KERNEL (apgas::thread t) {
+    int* h = hits.data();
+    const apgas::dim3 ti = t.thread_idx(), bi = t.block_idx(), bd = t.block_dim(), gd = t.grid_dim();
+    const bool ok = bd.x == 4 && bd.y == 3 && bd.z == 2 && gd.x == 3 && gd.y == 2 && gd.z == 2 && ti.x < 4 &&
+                    ti.y < 3 && ti.z < 2 && bi.x < 3 && bi.y < 2 && bi.z < 2 && t.threads() == 24 &&
+                    t.blocks() == 12 && t.thread() == (ti.z * 3 + ti.y) * 4 + ti.x &&
+                    t.block() == (bi.z * 2 + bi.y) * 3 + bi.x && t.global_count() == 288 &&
+                    t.lane() == t.thread() % 32 && t.warp() == t.thread() / 32;
+    if (!ok) apgas::atomic_add(bad.data()[0], 1);
+    apgas::atomic_add(h[t.global_id()], 1);
+  }));
+  for (int v : fetch(hits)) EXPECT_EQ(v, 1);
+  EXPECT_EQ(fetch(bad)[0], 0);
+
+  // The same grid at block level: for_threads visits each thread of each block once, x fastest.
+  KC_ARRAY(int, hits2, p, static_cast<std::size_t>(total));
+  apgas::at(p, apgas::cuda_kernel(g, [=] APGAS_KERNEL (apgas::thread_block b) {
+    int* h = hits2.data();
+    const long base = b.block() * b.threads();
+    b.for_threads([&](apgas::thread_index t) {
+      if (t.linear == (t.z * 3 + t.y) * 4 + t.x) apgas::atomic_add(h[base + t.linear], 1);
+    });
+  }));
+  for (int v : fetch(hits2)) EXPECT_EQ(v, 1);
+}
+
+// Every atomic on global memory against what it must leave; shared-memory atomics build per-block histograms.
+inline void atomics(apgas::place p) {
+  constexpr int blocks = 4, threads = 64, n = blocks * threads;
+  KC_ARRAY(int, ints, p, 8);
+  KC_ARRAY(float, floats, p, 1);
+  KC_ARRAY(unsigned long long, u64, p, 2);
+  KC_ARRAY(unsigned, hist, p, blocks * 8);
+  const std::vector<int> init{0, 0, 1 << 30, 0, -1, 0, 0, 7};  // for min, and, compare-exchange
+  apgas::finish([&] { apgas::async_copy(std::span<const int>(init), ints); });
+  apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, threads}, apgas::shared<unsigned, 8>(),
+                                  [=] APGAS_KERNEL (apgas::clocked_thread t, apgas::shared_span<unsigned, 8> h) {
+    int* i = ints.data();
+    const int id = static_cast<int>(t.global_id());
+    apgas::atomic_add(i[0], id);
+    apgas::atomic_sub(i[1], 2);
+    apgas::atomic_min(i[2], id + 5);
+    apgas::atomic_max(i[3], id * 3);
+    apgas::atomic_and(i[4], ~(1 << (id % 31)));
+    apgas::atomic_or(i[5], 1 << (id % 31));
+    apgas::atomic_xor(i[6], id);
+    if (apgas::atomic_compare_exchange(i[7], 7, id) == 7) apgas::atomic_add(u64.data()[1], 1ull);
+    apgas::atomic_add(floats.data()[0], 0.5f);
+    apgas::atomic_add(u64.data()[0], static_cast<unsigned long long>(id) << 33);
+    apgas::atomic_add(h[static_cast<std::size_t>(id % 8)], 1u);
+    t.advance();
+    if (t.thread() < 8) hist.data()[t.block() * 8 + t.thread()] = h[static_cast<std::size_t>(t.thread())];
+  }));
+  const std::vector<int> iv = fetch(ints);
+  int sum = 0, mx = 0, x = 0, ormask = 0, andmask = -1;
+  for (int id = 0; id < n; ++id) {
+    sum += id;
+    mx = std::max(mx, id * 3);
+    x ^= id;
+    ormask |= 1 << (id % 31);
+    andmask &= ~(1 << (id % 31));
+  }
+  EXPECT_EQ(iv[0], sum);
+  EXPECT_EQ(iv[1], -2 * n);
+  EXPECT_EQ(iv[2], 5);
+  EXPECT_EQ(iv[3], mx);
+  EXPECT_EQ(iv[4], andmask);
+  EXPECT_EQ(iv[5], ormask);
+  EXPECT_EQ(iv[6], x);
+  EXPECT_NE(iv[7], 7);  // exactly one thread swapped
+  EXPECT_GE(iv[7], 0);
+  EXPECT_LT(iv[7], n);
+  const std::vector<unsigned long long> uv = fetch(u64);
+  EXPECT_EQ(uv[0], static_cast<unsigned long long>(sum) << 33);
+  EXPECT_EQ(uv[1], 1ull);
+  EXPECT_EQ(fetch(floats)[0], 0.5f * n);
+  for (unsigned v : fetch(hist)) EXPECT_EQ(v, static_cast<unsigned>(threads / 8));
+}
+
+// The block collectives of clocked threads, on a block whose last warp is partial (100 threads: 32, 32, 32, 4):
+// reductions combine in detail::tree_reduce's order (bit-identical float sums), scans in detail::tree_scan's.
+inline void clocked_collectives(apgas::place p) {
+  constexpr int threads = 100, blocks = 2, outs = 10;
+  KC_ARRAY(float, out, p, static_cast<std::size_t>(blocks * threads * outs));
+  apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, threads}, [=] APGAS_KERNEL (apgas::clocked_thread t) {
+    const int me = t.thread();
+    const float v = 1.0f / static_cast<float>(me + 1) + static_cast<float>(t.block());
+    float* o = out.data() + (t.block() * threads + me) * outs;
+    o[0] = t.reduce(v, apgas::plus{});
+    o[1] = t.reduce(v, apgas::minimum{});
+    o[2] = t.reduce(v, apgas::maximum{});
+    o[3] = t.inclusive_scan(v, apgas::plus{});
+    o[4] = t.exclusive_scan(v, 10.0f, apgas::plus{});
+    o[5] = static_cast<float>(t.inclusive_scan(me % 3, apgas::plus{}));
+    o[6] = t.broadcast(v, 37);
+    o[7] = static_cast<float>(t.advance_count(me % 7 == 0));
+    o[8] = t.advance_and(me < 1000) ? 1.0f : 0.0f;
+    o[9] = t.advance_or(me == 99) ? 1.0f : 0.0f;
+  }));
+  const std::vector<float> got = fetch(out);
+  for (int b = 0; b < blocks; ++b) {
+    std::vector<float> v(threads), sum(threads), incl(threads);
+    std::vector<bool> present(threads, true);
+    std::vector<int> m3(threads);
+    for (int i = 0; i < threads; ++i) {
+      v[i] = 1.0f / static_cast<float>(i + 1) + static_cast<float>(b);
+      m3[i] = i % 3;
+    }
+    sum = v;
+    bool pres[threads];
+    for (bool& q : pres) q = true;
+    apgas::detail::tree_reduce(sum.data(), pres, threads, apgas::plus{});
+    incl = v;
+    apgas::detail::tree_scan(incl.data(), threads, apgas::plus{});
+    apgas::detail::tree_scan(m3.data(), threads, apgas::plus{});
+    for (int i = 0; i < threads; ++i) {
+      const float* o = got.data() + (b * threads + i) * outs;
+      EXPECT_EQ(bits(o[0]), bits(sum[0])) << "block " << b << " thread " << i;
+      EXPECT_EQ(o[1], v[threads - 1]);
+      EXPECT_EQ(o[2], v[0]);
+      EXPECT_EQ(bits(o[3]), bits(incl[i]));
+      EXPECT_EQ(bits(o[4]), bits(i == 0 ? 10.0f : 10.0f + incl[i - 1]));
+      EXPECT_EQ(o[5], static_cast<float>(m3[i]));
+      EXPECT_EQ(o[6], v[37]);
+      EXPECT_EQ(o[7], 15.0f);  // 0, 7, ..., 98
+      EXPECT_EQ(o[8], 1.0f);
+      EXPECT_EQ(o[9], 1.0f);
+    }
+  }
+}
+
+// Warp operations on a block of 70 threads (warps of 32, 32 and 6).
+inline void warp_ops(apgas::place p) {
+  constexpr int threads = 70, outs = 7;
+  KC_ARRAY(int, out, p, static_cast<std::size_t>(threads * outs));
+  apgas::at(p, apgas::cuda_kernel(apgas::grid{1, threads}, [=] APGAS_KERNEL (apgas::clocked_thread t) {
+    const int me = t.thread();
+    int* o = out.data() + me * outs;
+    const int v = me * 10;
+    o[0] = t.shfl(v, 3);            // lane 3 of the warp
+    o[1] = t.shfl_down(v, 1);       // next lane (own value past the warp's end)
+    o[2] = t.shfl_up(v, 2);         // two lanes back (own value before lane 0)
+    o[3] = t.shfl_xor(v, 1);        // the pair partner
+    o[4] = static_cast<int>(t.ballot(me % 2 == 0));
+    o[5] = t.all(me < 64) ? 1 : 0;
+    o[6] = t.any(me == 5) ? 1 : 0;
+  }));
+  const std::vector<int> got = fetch(out);
+  for (int me = 0; me < threads; ++me) {
+    const int lane = me % 32, base = me - lane, active = std::min(32, threads - base);
+    const int* o = got.data() + me * outs;
+    if (active > 3) EXPECT_EQ(o[0], (base + 3) * 10) << me;
+    if (lane + 1 < active) {
+      EXPECT_EQ(o[1], (me + 1) * 10) << me;
+    } else if (active == 32) {
+      EXPECT_EQ(o[1], me * 10) << me;
+    }
+    EXPECT_EQ(o[2], lane >= 2 ? (me - 2) * 10 : me * 10) << me;
+    if ((lane ^ 1) < active) EXPECT_EQ(o[3], (me ^ 1) * 10) << me;
+    unsigned even = 0;
+    for (int l = 0; l < active; l += 2) even |= 1u << l;
+    EXPECT_EQ(static_cast<unsigned>(o[4]), even) << me;
+    EXPECT_EQ(o[5], base < 64 ? 1 : 0) << me;
+    EXPECT_EQ(o[6], base == 0 ? 1 : 0) << me;
+  }
+}
+
+// A block-level body on 2-D blocks (8 x 5): per-thread values survive sync, single, reduce, scans, count/all/any.
+inline void block_level(apgas::place p) {
+  constexpr int bx = 8, by = 5, threads = bx * by, blocks = 3, outs = 6;
+  KC_ARRAY(float, out, p, static_cast<std::size_t>(blocks * threads * outs));
+  KC_ARRAY(float, per_block, p, static_cast<std::size_t>(blocks * 5));
+  apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, {bx, by}}, apgas::shared<float>(threads),
+                                  [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<float> sh) {
+    float* o = out.data() + b.block() * threads * outs;
+    auto mine = b.per_thread<float>(0.0f);
+    b.for_threads([&](apgas::thread_index t) {
+      mine[t] = static_cast<float>(t.linear) * 0.25f + static_cast<float>(b.block());
+      sh[static_cast<std::size_t>(t.linear)] = mine[t];
+    });
+    b.sync();
+    b.for_threads([&](apgas::thread_index t) {  // read a neighbour's value: visible after sync
+      o[t.linear * outs + 0] = sh[static_cast<std::size_t>((t.linear + 1) % threads)] + mine[t];
+    });
+    const float total = b.reduce([&](apgas::thread_index t) { return mine[t]; }, apgas::plus{});
+    const float first = b.single([&] { return sh[0] * 2.0f; });
+    auto incl = b.inclusive_scan([&](apgas::thread_index t) { return mine[t]; }, apgas::plus{});
+    auto excl = b.exclusive_scan([&](apgas::thread_index t) { return t.x; }, 100, apgas::plus{});
+    const int odd = b.count([&](apgas::thread_index t) { return t.linear % 2 == 1; });
+    const bool all_small = b.all([&](apgas::thread_index t) { return t.y < by; });
+    const bool any_big = b.any([&](apgas::thread_index t) { return t.linear > 1000; });
+    b.for_threads([&](apgas::thread_index t) {
+      o[t.linear * outs + 1] = incl[t];
+      o[t.linear * outs + 2] = static_cast<float>(excl[t]);
+    });
+    b.single([&] {
+      float* pb = per_block.data() + b.block() * 5;
+      pb[0] = total;
+      pb[1] = first;
+      pb[2] = static_cast<float>(odd);
+      pb[3] = all_small ? 1.0f : 0.0f;
+      pb[4] = any_big ? 1.0f : 0.0f;
+      return 0;
+    });
+  }));
+  const std::vector<float> got = fetch(out);
+  const std::vector<float> pb = fetch(per_block);
+  for (int blk = 0; blk < blocks; ++blk) {
+    std::vector<float> v(threads), red(threads), incl(threads);
+    std::vector<int> xs(threads);
+    for (int i = 0; i < threads; ++i) {
+      v[i] = static_cast<float>(i) * 0.25f + static_cast<float>(blk);
+      xs[i] = i % bx;
+    }
+    red = v;
+    bool pres[threads];
+    for (bool& q : pres) q = true;
+    apgas::detail::tree_reduce(red.data(), pres, threads, apgas::plus{});
+    incl = v;
+    apgas::detail::tree_scan(incl.data(), threads, apgas::plus{});
+    apgas::detail::tree_scan(xs.data(), threads, apgas::plus{});
+    for (int i = 0; i < threads; ++i) {
+      const float* o = got.data() + (blk * threads + i) * outs;
+      EXPECT_EQ(o[0], v[(i + 1) % threads] + v[i]) << "block " << blk << " thread " << i;
+      EXPECT_EQ(bits(o[1]), bits(incl[i]));
+      EXPECT_EQ(o[2], static_cast<float>(i == 0 ? 100 : 100 + xs[i - 1]));
+    }
+    EXPECT_EQ(bits(pb[blk * 5 + 0]), bits(red[0]));
+    EXPECT_EQ(pb[blk * 5 + 1], v[0] * 2.0f);
+    EXPECT_EQ(pb[blk * 5 + 2], static_cast<float>(threads / 2));
+    EXPECT_EQ(pb[blk * 5 + 3], 1.0f);
+    EXPECT_EQ(pb[blk * 5 + 4], 0.0f);
+  }
+}
+
+// Shared arrays of compile-time size (filled per block), unfilled ones the kernel fills itself, std::span views.
+inline void shared_forms(apgas::place p) {
+  constexpr int blocks = 3, threads = 32;
+  KC_ARRAY(int, out, p, static_cast<std::size_t>(blocks * threads));
+  KC_ARRAY(int, sizes, p, 2);
+  apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, threads}, apgas::shared<int, threads>(7),
+                                  apgas::shared_uninit<int>(threads), apgas::shared_uninit<int, 4>(),
+                                  [=] APGAS_KERNEL (apgas::clocked_thread t, apgas::shared_span<int, threads> filled,
+                                                    std::span<int> scratch, apgas::shared_span<int, 4> tiny) {
+    const int me = t.thread();
+    int* o = out.data() + t.block() * threads;
+    const int was = filled[static_cast<std::size_t>(me)];  // 7 in every block, whatever the block before did
+    filled[static_cast<std::size_t>(me)] = me + static_cast<int>(t.block());
+    scratch[static_cast<std::size_t>(me)] = me * 2;
+    if (me < 4) tiny[static_cast<std::size_t>(me)] = me;
+    t.advance();
+    o[me] = was * 1000 + filled[static_cast<std::size_t>((me + 1) % threads)] * 10 +
+            scratch[static_cast<std::size_t>(threads - 1 - me)] + tiny[static_cast<std::size_t>(me % 4)] * 100000;
+    if (t.global_id() == 0) {
+      sizes.data()[0] = static_cast<int>(filled.size());
+      sizes.data()[1] = static_cast<int>(tiny.size());
+    }
+  }));
+  const std::vector<int> got = fetch(out);
+  for (int b = 0; b < blocks; ++b) {
+    for (int me = 0; me < threads; ++me) {
+      EXPECT_EQ(got[b * threads + me],
+                7000 + (((me + 1) % threads) + b) * 10 + (threads - 1 - me) * 2 + (me % 4) * 100000);
+    }
+  }
+  EXPECT_EQ(fetch(sizes), (std::vector<int>{threads, 4}));
+}
+
+// launch_bounds: a launch with more threads per block than the bound is refused before anything runs.
+inline void launch_bounds(apgas::place p) {
+  KC_ARRAY(int, hits, p, 1);
+  const auto body = [=] APGAS_KERNEL (apgas::thread) { apgas::atomic_add(hits.data()[0], 1); };
+  apgas::at(p, apgas::cuda_kernel(apgas::launch_bounds<64>(apgas::grid{2, 64}), body));
+  EXPECT_EQ(fetch(hits)[0], 128);
+  try {
+    apgas::at(p, apgas::cuda_kernel(apgas::launch_bounds<64>(apgas::grid{2, 65}), body));
+    ADD_FAILURE() << "65 threads per block under launch_bounds<64> were not refused";
+  } catch (const apgas::kernel_launch_error& e) {
+    EXPECT_NE(std::string(e.what()).find("65 threads"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fetch(hits)[0], 128);
+}
+
+}  // namespace kernel_constructs
