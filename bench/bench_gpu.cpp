@@ -7,6 +7,8 @@
 //   d2h_pageable_<S>MiB         likewise device -> host
 //   h2d_vs_driver_pageable_<S>MiB, d2h_vs_driver_pageable_<S>MiB
 //                               the spooler  /  cuMemcpyHtoD (DtoH) from the same pageable memory (below 1 = better)
+//   h2d_pinned_<S>MiB, d2h_pinned_<S>MiB
+//                               async_copy from (into) a pinned_vector (one DMA)  /  cuMemcpyHtoD (DtoH) from pinned
 // for S in 1, 16, 256, 1024; then (unless --no-sweep) one line per slice size of the spooler:
 //   sweep slice=<bytes> h2d_GBps=<x> d2h_GBps=<y>   (256 MiB from pageable memory)
 // which is how the default APGAS_CUDA_DMA_SLICE is chosen. Each figure is the median of --repeats (default 7)
@@ -126,14 +128,22 @@ double ours_launch_rtt(int iters) {
   return per;
 }
 
-// Seconds per copy of `bytes` with the spooler (pageable host memory), host->device and device->host.
-std::pair<double, double> ours_copy(std::size_t bytes, std::size_t slice, int repeats) {
+// Seconds per copy of `bytes`, host->device and device->host: from pageable host memory (the spooler), or from a
+// pinned_vector (one DMA straight from it).
+std::pair<double, double> ours_copy(std::size_t bytes, std::size_t slice, int repeats, bool pinned = false) {
   std::pair<double, double> out;
   apgas::config cfg = apgas::config::from_env();
   if (slice != 0) cfg.cuda_dma_slice = slice;
   apgas::run(cfg, [&] {
     const apgas::place g = apgas::here().children()[0];
-    std::vector<char> host(bytes, 'x');
+    std::vector<char> pageable;
+    apgas::pinned_vector<char> locked;
+    if (pinned) {
+      locked.assign(bytes, 'x');
+    } else {
+      pageable.assign(bytes, 'x');
+    }
+    const std::span<char> host = pinned ? std::span<char>(locked) : std::span<char>(pageable);
     auto dev = apgas::make_remote_array<char>(g, bytes);
     auto put = [&] { apgas::finish([&] { apgas::async_copy(std::span<const char>(host), dev); }); };
     auto get = [&] { apgas::finish([&] { apgas::async_copy(dev, 0, std::span<char>(host)); }); };
@@ -227,12 +237,15 @@ int main(int argc, char** argv) {
     const int repeats = mib >= 256 ? std::max(3, g_repeats / 2) : g_repeats;
     const raw_copies raw = raw_copy(d, bytes, repeats);
     const auto [h2d, d2h] = ours_copy(bytes, 0, repeats);
+    const auto [h2d_pinned, d2h_pinned] = ours_copy(bytes, 0, repeats, true);
     const std::string s = std::to_string(mib) + "MiB";
     const double gb = static_cast<double>(bytes) / 1e9;
     ratio("h2d_pageable_" + s, h2d, raw.h2d_pinned, "ms", 1e3);
     ratio("d2h_pageable_" + s, d2h, raw.d2h_pinned, "ms", 1e3);
     ratio("h2d_vs_driver_pageable_" + s, h2d, raw.h2d_pageable, "ms", 1e3);
     ratio("d2h_vs_driver_pageable_" + s, d2h, raw.d2h_pageable, "ms", 1e3);
+    ratio("h2d_pinned_" + s, h2d_pinned, raw.h2d_pinned, "ms", 1e3);
+    ratio("d2h_pinned_" + s, d2h_pinned, raw.d2h_pinned, "ms", 1e3);
     std::printf("bandwidth %s GB/s: ours h2d %.1f d2h %.1f; driver pinned h2d %.1f d2h %.1f; driver pageable h2d %.1f "
                 "d2h %.1f\n",
                 s.c_str(), gb / h2d, gb / d2h, gb / raw.h2d_pinned, gb / raw.d2h_pinned, gb / raw.h2d_pageable,

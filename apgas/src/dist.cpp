@@ -19,6 +19,7 @@
 #include "scheduler.hpp"
 
 #include <apgas/activity.hpp>
+#include <apgas/clock.hpp>
 #include <apgas/detail/completion.hpp>
 #include <apgas/global.hpp>
 #include <apgas/error.hpp>

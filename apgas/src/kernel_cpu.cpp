@@ -201,8 +201,10 @@ struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` t
   }
 };
 
-thread_local cpu_block t_block;
-[[gnu::noipa]] cpu_block& this_block() noexcept { return t_block; }
+// On the heap, one per thread (deleted at thread exit by t_pool_owner below): the library's thread-local storage stays
+// a few hundred bytes, which its initial-exec model needs to keep libapgas loadable with dlopen (apgas/CMakeLists.txt).
+thread_local cpu_block* t_block = nullptr;
+[[gnu::noipa]] cpu_block& this_block() noexcept;
 
 inline kthread* as_thread(void* self) noexcept { return static_cast<kthread*>(self); }
 
@@ -395,10 +397,23 @@ void free_stacks(cpu_block& b) noexcept {
   b.stacks = 0;
 }
 
-struct pool_owner {  // frees the kernel-thread stacks at thread exit
-  ~pool_owner() { free_stacks(this_block()); }
+struct pool_owner {  // frees the kernel-thread stacks and the block state at thread exit
+  ~pool_owner() {
+    if (t_block == nullptr) return;
+    free_stacks(*t_block);
+    delete t_block;
+    t_block = nullptr;
+  }
 };
 thread_local pool_owner t_pool_owner;
+
+cpu_block& this_block() noexcept {
+  if (t_block == nullptr) {
+    t_block = new cpu_block();
+    (void)&t_pool_owner;  // odr-use: constructs it on this thread, so that it deletes the block at thread exit
+  }
+  return *t_block;
+}
 
 void ensure_threads(cpu_block& b, int n) {
   (void)&t_pool_owner;  // odr-use: constructs it on this thread

@@ -3,6 +3,7 @@
 #include "runtime.hpp"
 #include "scheduler.hpp"
 
+#include <apgas/detail/remote.hpp>
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
 

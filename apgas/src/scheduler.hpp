@@ -129,11 +129,15 @@ task& require_activity(const char* what);
 /// The calling activity, which must not be inside atomic/when (illegal_operation_exception naming `what`).
 task& require_unrestricted_activity(const char* what);
 
+// (Exported from the shared libapgas, which hides what its public headers do not declare: bench/bench_tasks.cpp
+// measures these two directly.)
+#pragma GCC visibility push(default)
 /// Park the calling activity. `publish(self, arg)` runs after the switch, on another fiber of the same thread: it
 /// stores `self` where a waker will find it (and, typically, releases a lock). Returns once someone wake()s it.
 void park(publish_fn publish, void* arg);
 /// Make a parked fiber runnable. Any thread; each park is matched by exactly one wake.
 void wake(fiber_ctx* f) noexcept;
+#pragma GCC visibility pop
 
 /// Run a task to completion on the calling fiber (it may park in between), deliver its exception to its governing
 /// finish, drop its clocks, free it and report its termination.

@@ -21,19 +21,28 @@ struct free_block {
   free_block* next;
 };
 
+// Trivial, so that reaching it is one thread-local access with no initialisation guard (in the shared library the
+// guard check was a second dependent load on every spawn). Its blocks go back to the heap at thread exit through
+// t_cache_owner, which the first block cached on a thread brings to life. operator new and delete read it directly,
+// not through a noipa accessor as the scheduler's state is read: nothing in them can switch fibers, so the thread
+// cannot change under them.
 struct task_cache {
-  free_block* heads[classes] = {};
-  std::size_t counts[classes] = {};
-  ~task_cache() {
-    for (auto& head : heads) {
-      while (head != nullptr) ::operator delete(std::exchange(head, head->next));
-    }
-  }
+  free_block* heads[classes];
+  std::size_t counts[classes];
+  bool owned;
 };
 
-thread_local task_cache t_cache;
+constinit thread_local task_cache t_cache{};
 
-[[gnu::noipa]] task_cache& cache() noexcept { return t_cache; }
+struct cache_owner {
+  ~cache_owner() {
+    for (auto& head : t_cache.heads) {
+      while (head != nullptr) ::operator delete(std::exchange(head, head->next));
+    }
+    t_cache = task_cache{};
+  }
+};
+thread_local cache_owner t_cache_owner;
 #endif
 
 }  // namespace
@@ -42,7 +51,7 @@ void* task::operator new(std::size_t size) {
 #if !defined(APGAS_DETAIL_ASAN)
   const std::size_t c = (size - 1) / step;
   if (c < classes) {
-    task_cache& tc = cache();
+    task_cache& tc = t_cache;
     if (free_block* b = tc.heads[c]) {
       tc.heads[c] = b->next;
       tc.counts[c] -= 1;
@@ -58,8 +67,12 @@ void task::operator delete(void* p, std::size_t size) noexcept {
 #if !defined(APGAS_DETAIL_ASAN)
   const std::size_t c = (size - 1) / step;
   if (c < classes) {
-    task_cache& tc = cache();
+    task_cache& tc = t_cache;
     if (tc.counts[c] < max_cached) {
+      if (!tc.owned) {
+        tc.owned = true;
+        (void)&t_cache_owner;  // odr-use: constructs it on this thread, so that it empties the cache at thread exit
+      }
       tc.heads[c] = ::new (p) free_block{tc.heads[c]};
       tc.counts[c] += 1;
       return;

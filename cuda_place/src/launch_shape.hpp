@@ -36,7 +36,7 @@ inline constexpr std::size_t default_shared_limit = 48 * 1024;
 void check_launch(const grid& g, std::size_t dynamic_shared, const device_limits& dev, const function_limits& fn,
                   int place_id);
 
-/// X10's automatic shape (reference.md): the first (blocks per SM, threads per block) of its table that fits the
+/// X10's automatic shape (the table in tests/cuda/test_launch_shape.cpp): the first (blocks per SM, threads per block) of its table that fits the
 /// function's threads, the registers and the shared memory of one SM, times the SM count. The documented fallback
 /// when the occupancy API cannot answer; kernel_launch_error if not even one 64-thread block fits.
 grid x10_auto_grid(const device_limits& dev, const function_limits& fn, std::size_t dynamic_shared, int place_id);

@@ -2,8 +2,8 @@
 // an explicit grid, and X10's automatic (blocks, threads) table, the documented fallback of auto_grid when the
 // occupancy API does not answer. No CUDA: the limits are fed by hand.
 //
-// The expected shapes below are worked out by hand from the table in shared/design/reference.md — try (blocks per
-// SM, threads per block) in this order and take the first that fits the threads, registers and shared memory of one
+// The expected shapes below are worked out by hand from X10's table (its CUDA back end's automatic shape, Fermi era)
+// — try (blocks per SM, threads per block) in this order and take the first that fits the threads, registers and shared memory of one
 // SM; blocks = chosen x SM count:
 //   (8,128) (4,256) (2,512) (5,192) (3,320) (7,128) (2,448) (6,128) (4,192) (3,256) (2,384) (5,128) (2,320) (3,192)
 //   (8,64) (4,128) (2,256) (1,512) (7,64) (1,448) (6,64) (3,128) (2,192) (1,384) (5,64) (1,320) (4,64) (2,128)

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -73,6 +74,24 @@ long long first_difference(const A& a, const B& b) {
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 inline long long counter(int device, const char* name) { return fake().counter(device, name); }
+
+/// True when the environment variable `name` is `value` (tests that need a process of their own check their ctest
+/// entry's variables and skip otherwise).
+inline bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == value;
+}
+
+/// Inside a run: this host has no GPU place, its description says so with each of `reasons`, and pinned memory is
+/// ordinary memory (no driver to pin it with, or no GPU to copy to).
+inline void expect_no_gpu_places(const std::vector<std::string>& reasons) {
+  EXPECT_EQ(apgas::all_places().size(), 1u);
+  const std::string h = apgas::describe(apgas::place(0));
+  EXPECT_TRUE(contains(h, "no GPU places")) << h;
+  for (const std::string& r : reasons) EXPECT_TRUE(contains(h, r)) << h;
+  const apgas::pinned_vector<int> v(100, 1);
+  EXPECT_FALSE(apgas::is_pinned(v.data(), v.size() * sizeof(int)));
+}
 
 /// Every test starts with a healthy fake with zero counters, and ends by checking that the backend never made a
 /// call the fake had to refuse or flag.

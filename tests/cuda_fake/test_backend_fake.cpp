@@ -934,18 +934,10 @@ TEST_F(FakeGpu, ClosuresKernelsAndBadRanges) {
 // ---- no GPU at all (ctest apgas.cuda_fake.backend_no_device runs this with APGAS_FAKE_CUDA_DEVICES=0) -------------
 
 TEST(FakeNoDevice, NoDeviceMeansNoGpuPlaces) {
-  const char* devices = std::getenv("APGAS_FAKE_CUDA_DEVICES");
-  if (devices == nullptr || std::string(devices) != "0") {
+  if (!env_is("APGAS_FAKE_CUDA_DEVICES", "0")) {
     GTEST_SKIP() << "runs as ctest apgas.cuda_fake.backend_no_device (APGAS_FAKE_CUDA_DEVICES=0)";
   }
-  run_gpu(gpu_config(), [] {
-    EXPECT_EQ(apgas::all_places().size(), 1u);
-    const std::string h = apgas::describe(place(0));
-    EXPECT_TRUE(contains(h, "no GPU places")) << h;
-    EXPECT_TRUE(contains(h, "CUDA_ERROR_NO_DEVICE")) << h;
-    const apgas::pinned_vector<int> v(100, 1);  // ordinary memory, and everything still works
-    EXPECT_FALSE(apgas::is_pinned(v.data(), v.size() * sizeof(int)));
-  });
+  run_gpu(gpu_config(), [] { expect_no_gpu_places({"CUDA_ERROR_NO_DEVICE"}); });
   testing::internal::CaptureStderr();
   const int rc = apgas::run(gpu_config("0"), [] {});
   const std::string err = testing::internal::GetCapturedStderr();
@@ -1091,10 +1083,7 @@ TEST(FakeDriver, CatchesOutOfBoundsUseAfterFreeWrongContextAndPageableCopies) {
 
 // A library that loads but is no CUDA driver: the host simply has no GPU places, and says why.
 // The driver is loaded once per process: each of these runs in a process of its own, from its own ctest entry.
-bool driver_is(const char* path) {
-  const char* v = std::getenv("APGAS_CUDA_DRIVER");
-  return v != nullptr && std::string(v) == path;
-}
+bool driver_is(const char* path) { return apgas_test::fake_gpu::env_is("APGAS_CUDA_DRIVER", path); }
 
 TEST(DriverPath, ALibraryThatIsNoDriverGivesNoGpuPlaces) {
   if (!driver_is("libm.so.6")) GTEST_SKIP() << "run by apgas.cuda_fake.driver_not_a_driver";

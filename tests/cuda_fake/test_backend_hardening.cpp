@@ -1,4 +1,4 @@
-// The defects of the GPU path's static review (docs/decisions/0009-gpu-hardening.md), each shown against the fake
+// The defects of the GPU path's static review (docs/decisions/0010-gpu-hardening.md), each shown against the fake
 // driver (tests/cuda_fake/fake_cuda.cpp): one host with 2 fake GPUs, places 1 and 2, unless a ctest entry of its own
 // says otherwise (old driver, the node-local GPU share, the pinned-memory context: each needs a process of its own,
 // since the driver is loaded once per process).
@@ -34,11 +34,6 @@ using apgas_test::what_of;
 #define APGAS_TEST_STR2(x) #x
 #define APGAS_TEST_STR(x) APGAS_TEST_STR2(x)
 #define APGAS_TEST_FN(fn) const auto fn##_ = reinterpret_cast<decltype(&::fn)>(fake().symbol(APGAS_TEST_STR(fn)))
-
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string(v) == value;
-}
 
 /// The exceptions of a finish that must fail, each as its what(); fails the test if the finish does not throw.
 template <class F>
@@ -323,15 +318,7 @@ TEST(FakeOldDriver, ADriverOlderThanTheBuildGivesNoGpuPlacesAndSaysWhy) {
   if (!env_is("APGAS_FAKE_CUDA_DRIVER_VERSION", "12080")) {
     GTEST_SKIP() << "runs as ctest apgas.cuda_fake.old_driver (APGAS_FAKE_CUDA_DRIVER_VERSION=12080)";
   }
-  run_gpu(gpu_config(), [] {
-    EXPECT_EQ(apgas::all_places().size(), 1u);
-    const std::string h = apgas::describe(place(0));
-    EXPECT_TRUE(contains(h, "no GPU places")) << h;
-    EXPECT_TRUE(contains(h, "supports CUDA 12.8")) << h;
-    EXPECT_TRUE(contains(h, "built with CUDA 13.0")) << h;
-    const apgas::pinned_vector<int> v(100, 1);  // no page-locked memory from a driver that is not used
-    EXPECT_FALSE(apgas::is_pinned(v.data(), v.size() * sizeof(int)));
-  });
+  run_gpu(gpu_config(), [] { expect_no_gpu_places({"supports CUDA 12.8", "built with CUDA 13.0"}); });
   EXPECT_EQ(fake().counter(-1, "retains"), 0) << "no context on any GPU";
 }
 

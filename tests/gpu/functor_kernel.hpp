@@ -13,6 +13,6 @@ struct scale_by_constant : apgas::device_function {
   }
 };
 
-/// Launch scale_by_constant{out} with constant data {factor} at GPU place g, from this file / from the second file.
+/// Launch scale_by_constant{{}, out} with constant data {factor} at GPU place g, from this file / from the second file.
 void launch_scaled_here(apgas::place g, apgas::remote_array<float> out, float factor);
 void launch_scaled_in_second_file(apgas::place g, apgas::remote_array<float> out, float factor);

@@ -1,6 +1,7 @@
 // Kernels and copies on real GPU places (label gpu). Compiled by nvcc (apgas_add_cuda_sources); every test skips,
 // saying why, where this host has no GPU place. Each kernel form is checked against the same closure run on the host
 // place (integers bit-identical, floats within a tolerance).
+#include "gpu/gpu_support.hpp"
 #include "support/run.hpp"
 
 #include <apgas/apgas.hpp>
@@ -12,41 +13,11 @@
 #include <string>
 #include <vector>
 
+using apgas_test::fetch;
+using apgas_test::gpu;
 using apgas_test::run_on;
 
 namespace {
-
-// GPU places of this host, and why there are none, from one short run.
-struct gpu_info {
-  int count = 0;
-  std::string host;
-};
-
-const gpu_info& gpus() {
-  static const gpu_info info = [] {
-    gpu_info g;
-    apgas::config cfg;
-    const int rc = apgas::run(cfg, [&] {
-      g.count = static_cast<int>(apgas::here().children().size());
-      g.host = apgas::describe(apgas::here());
-    });
-    if (rc != 0) g.host = "apgas::run returned " + std::to_string(rc);
-    return g;
-  }();
-  return info;
-}
-
-#define REQUIRE_GPU(n)                                                                                  \
-  if (gpus().count < (n)) GTEST_SKIP() << "needs " << (n) << " GPU place(s); " << gpus().host
-
-apgas::place gpu(int i = 0) { return apgas::here().children()[static_cast<std::size_t>(i)]; }
-
-template <class T>
-std::vector<T> fetch(apgas::remote_array<T> a) {
-  std::vector<T> v(a.size());
-  apgas::finish([&] { apgas::async_copy(a, 0, std::span<T>(v)); });
-  return v;
-}
 
 // Run the same kernel closure at GPU place g and at the host, into arrays of n elements at each; return both.
 template <class T, class MakeKernel>
@@ -146,6 +117,21 @@ TEST(Gpu, EveryResourceKindMatchesTheCpuPlace) {
   every_resource_kind_matches_the_cpu_place();
 }
 
+// A kernel whose body captures a table of N ints: N * 4 bytes of kernel parameters, or spilled to device memory
+// beyond the parameter space.
+template <std::size_t N>
+void table_body_matches_the_cpu_place(std::size_t n, int step) {
+  std::array<int, N> table{};
+  for (std::size_t i = 0; i < N; ++i) table[i] = static_cast<int>(i) * step;
+  auto [g, c] = both<int>(n, [table](apgas::remote_array<int> a) {
+    return apgas::cuda_kernel(apgas::grid{8, 128}, [=] APGAS_KERNEL(apgas::thread t) {
+      for (long i = t.global_id(); i < static_cast<long>(a.size()); i += t.global_count()) a.data()[i] = table[i % N];
+    });
+  });
+  EXPECT_EQ(g, c);
+  EXPECT_EQ(g[n - 1], static_cast<int>((n - 1) % N) * step);
+}
+
 void auto_grid_and_large_shared_memory_and_spilled_body() {
   run_on(2, [] {
     // auto_grid: occupancy-based on the GPU, one block per worker on the CPU place; grid-stride loops give the same.
@@ -171,28 +157,8 @@ void auto_grid_and_large_shared_memory_and_spilled_body() {
     EXPECT_EQ(g2[0], 25'600);
     // A body of 8 KiB of captures: passed as kernel parameters (up to 32764 bytes since CUDA 12.1); one of 48 KiB:
     // more than that, so it is spilled to device memory.
-    std::array<int, 2048> lookup{};
-    for (std::size_t i = 0; i < lookup.size(); ++i) lookup[i] = static_cast<int>(i * 3);
-    auto [g3, c3] = both<int>(4096, [lookup](apgas::remote_array<int> a) {
-      return apgas::cuda_kernel(apgas::grid{8, 128}, [=] APGAS_KERNEL(apgas::thread t) {
-        for (long i = t.global_id(); i < static_cast<long>(a.size()); i += t.global_count()) {
-          a.data()[i] = lookup[i % lookup.size()];
-        }
-      });
-    });
-    EXPECT_EQ(g3, c3);
-    EXPECT_EQ(g3[4095], 2047 * 3);
-    std::array<int, 12288> wide{};
-    for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<int>(i * 7);
-    auto [g4, c4] = both<int>(20000, [wide](apgas::remote_array<int> a) {
-      return apgas::cuda_kernel(apgas::grid{8, 128}, [=] APGAS_KERNEL(apgas::thread t) {
-        for (long i = t.global_id(); i < static_cast<long>(a.size()); i += t.global_count()) {
-          a.data()[i] = wide[i % wide.size()];
-        }
-      });
-    });
-    EXPECT_EQ(g4, c4);
-    EXPECT_EQ(g4[12289], 7);
+    table_body_matches_the_cpu_place<2048>(4096, 3);
+    table_body_matches_the_cpu_place<12288>(20000, 7);
   });
 }
 

@@ -1,7 +1,8 @@
-// The review items that only a GPU can settle (docs/decisions/0009-gpu-hardening.md; the fake driver shows the rest,
+// The review items that only a GPU can settle (docs/decisions/0010-gpu-hardening.md; the fake driver shows the rest,
 // tests/cuda_fake/test_backend_hardening.cpp). Label gpu: every test skips, saying why, where this host has too few
 // GPU places. Compiled by nvcc, together with functor_second_file.cpp.
 #include "gpu/functor_kernel.hpp"
+#include "gpu/gpu_support.hpp"
 #include "support/run.hpp"
 
 #include <apgas/apgas.hpp>
@@ -14,32 +15,11 @@
 #include <string>
 #include <vector>
 
+using apgas_test::fetch;
+using apgas_test::gpu;
 using apgas_test::run_on;
 
 namespace {
-
-int gpu_places() {
-  static const int n = [] {
-    int count = 0;
-    apgas::config cfg;
-    cfg.gpus = "all";
-    if (apgas::run(cfg, [&] { count = static_cast<int>(apgas::here().children().size()); }) != 0) return 0;
-    return count;
-  }();
-  return n;
-}
-
-#define REQUIRE_GPUS(n) \
-  if (gpu_places() < (n)) GTEST_SKIP() << "needs " << (n) << " GPU place(s); this host has " << gpu_places()
-
-apgas::place gpu(int i = 0) { return apgas::here().children()[static_cast<std::size_t>(i)]; }
-
-template <class T>
-std::vector<T> fetch(apgas::remote_array<T> a) {
-  std::vector<T> v(a.size());
-  apgas::finish([&] { apgas::async_copy(a, 0, std::span<T>(v)); });
-  return v;
-}
 
 template <class F>
 void run_all_gpus(int nthreads, F&& body) {
@@ -90,7 +70,7 @@ void shared_arrays_of_over_aligned_types_are_aligned() {
 }
 
 TEST(GpuReview, SharedArraysOfOverAlignedTypesAreAligned) {
-  REQUIRE_GPUS(1);
+  REQUIRE_GPU(1);
   shared_arrays_of_over_aligned_types_are_aligned();
 }
 
@@ -117,7 +97,7 @@ void the_shared_memory_limit_is_exact() {
 }
 
 TEST(GpuReview, TheSharedMemoryLimitIsExact) {
-  REQUIRE_GPUS(1);
+  REQUIRE_GPU(1);
   the_shared_memory_limit_is_exact();
 }
 
@@ -151,7 +131,7 @@ void launch_scaled_here(apgas::place g, apgas::remote_array<float> out, float fa
 }
 
 TEST(GpuReview, AFunctorKernelFromTwoFilesReadsItsOwnConstants) {
-  REQUIRE_GPUS(1);
+  REQUIRE_GPU(1);
   a_functor_kernel_from_two_files_reads_its_own_constants();
 }
 
@@ -174,17 +154,17 @@ void apgas_leaves_the_threads_context_alone() {
     ASSERT_EQ(get_current(&now), CUDA_SUCCESS);
     EXPECT_EQ(now, nullptr) << "an apgas context was left current on the activity's thread";
     // The user's own runtime calls go to the device the user chose.
-    ASSERT_EQ(cudaSetDevice(gpu_places() - 1), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(apgas_test::gpus().count - 1), cudaSuccess);
     auto b = apgas::make_remote_array<int>(gpu(0), 10);
     int device = -1;
     ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-    EXPECT_EQ(device, gpu_places() - 1);
+    EXPECT_EQ(device, apgas_test::gpus().count - 1);
     apgas::free_remote_array(b);
   });
 }
 
 TEST(GpuReview, ApgasLeavesTheThreadsContextAlone) {
-  REQUIRE_GPUS(1);
+  REQUIRE_GPU(1);
   apgas_leaves_the_threads_context_alone();
 }
 
@@ -217,6 +197,6 @@ void a_kernel_reads_a_peer_gpus_array() {
 }
 
 TEST(GpuReview, AKernelReadsAPeerGpusArray) {
-  REQUIRE_GPUS(2);
+  REQUIRE_GPU(2);
   a_kernel_reads_a_peer_gpus_array();
 }

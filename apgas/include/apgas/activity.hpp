@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file activity.hpp
 /// Activities and their governing finishes: async, async_at, at, finish, finish_collect, offer.
 
@@ -124,3 +125,4 @@ int num_workers() noexcept;
 int worker_index() noexcept;
 
 }  // namespace apgas
+#pragma GCC visibility pop

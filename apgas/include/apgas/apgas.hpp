@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file apgas.hpp
 /// The whole public API of apgas: places, activities, finish, at, atomic/when, clocks, start-up.
 /// See docs/architecture.md for how the pieces fit and shared design notes for the model.
@@ -13,3 +14,4 @@
 #include <apgas/place.hpp>
 #include <apgas/reducer.hpp>
 #include <apgas/runtime.hpp>
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file atomic.hpp
 /// atomic and when: one monitor per place.
 
@@ -28,3 +29,4 @@ void when(C&& cond, F&& body) {
 }
 
 }  // namespace apgas
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file clock.hpp
 /// Clocks (X10 `Clock`): barriers that activities register on, with split-phase arrival.
 ///
@@ -98,3 +99,4 @@ void clocked_finish(F&& body) {
 }
 
 }  // namespace apgas
+#pragma GCC visibility pop

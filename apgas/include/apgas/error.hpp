@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file error.hpp
 /// The exception hierarchy of apgas. Every exception the runtime throws derives from apgas::error, itself a
 /// std::runtime_error, so `catch (const std::exception&)` still sees them.
@@ -155,3 +156,4 @@ void register_exception() {
 }
 
 }  // namespace apgas
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file global.hpp
 /// Global data: references to objects at their home place, one instance per place, arrays that live at a place,
 /// and copies between places counted by finish.
@@ -454,3 +455,4 @@ void team::broadcast(std::span<T> data, place root) {
 }
 
 }  // namespace apgas
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file kernel.hpp
 /// Annotated kernel closures: the X10 `@CUDA` block/thread/clocked pattern as a C++ type.
 ///
@@ -307,3 +308,4 @@ auto cuda_kernel(Grid g, Rest&&... rest) {
 #if defined(__CUDACC__)
 #include <apgas/cuda/kernel.cuh>
 #endif
+#pragma GCC visibility pop

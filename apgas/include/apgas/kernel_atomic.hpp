@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file kernel_atomic.hpp
 /// Atomic read-modify-write operations for kernel bodies, on global memory (remote_array elements, global_from
 /// buffers) and on shared arrays alike: CUDA's atomic functions on a GPU, std::atomic_ref on CPU places. Each returns
@@ -205,3 +206,4 @@ APGAS_DETAIL_HD T atomic_compare_exchange(T& x, T expected, T desired) {
 }
 
 }  // namespace apgas
+#pragma GCC visibility pop

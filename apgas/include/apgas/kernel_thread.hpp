@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file kernel_thread.hpp
 /// What a kernel body sees: launch shapes (dim3, grid), the thread handles of the three kinds of body, shared arrays,
 /// and the block- and warp-level operations. Included by apgas/kernel.hpp; see there for cuda_kernel itself.
@@ -969,3 +970,4 @@ struct cuda_builtin_index {
 }  // namespace apgas::detail
 [[maybe_unused]] inline constexpr apgas::detail::cuda_builtin_index threadIdx{}, blockIdx{}, blockDim{}, gridDim{};
 #endif
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file pinned.hpp
 /// Page-locked host memory for fast copies to and from GPU places.
 ///
@@ -43,3 +44,4 @@ using pinned_vector = std::vector<T, pinned_allocator<T>>;
 inline bool is_pinned(const void* p, std::size_t bytes) noexcept { return detail::is_pinned(p, bytes); }
 
 }  // namespace apgas
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file place.hpp
 /// Places: where activities run and data lives. Host places (one per process) are 0..H-1; the GPU places of every
 /// host come after all hosts. The tree is the same on every host and fixed for the duration of apgas::run.
@@ -48,3 +49,4 @@ int num_hosts() noexcept;
 std::string describe(place p);
 
 }  // namespace apgas
+#pragma GCC visibility pop

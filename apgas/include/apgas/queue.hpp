@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file queue.hpp
 /// In-order queues: dependent kernels and copies at one place, issued without a finish between them.
 /// @code
@@ -103,3 +104,4 @@ class in_order_queue {
 inline in_order_queue in_order(place p) { return in_order_queue(p, detail::make_queue(p)); }
 
 }  // namespace apgas
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file reducer.hpp
 /// Reducers for collecting finishes (finish_collect) and, later, team collectives. A reducer is any type with
 ///   - `value_type`,
@@ -45,3 +46,4 @@ auto max() {
 }
 
 }  // namespace apgas
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file runtime.hpp
 /// Start-up and shut-down: apgas::run and its configuration.
 
@@ -86,3 +87,4 @@ int run(const config& cfg, F&& main) {
 }
 
 }  // namespace apgas
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 // The completion seam: how transports and the GPU backend hand results to waiting activities. Not API.
 //
 // A completion is a one-shot event. An activity calls wait(): if the event is not yet signalled, its fiber parks
@@ -59,3 +60,4 @@ int add_progress_hook(progress_fn fn, void* ctx);
 void remove_progress_hook(int id);
 
 }  // namespace apgas::detail
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 // A non-owning reference to a callable: one object pointer and one thunk. Used where the core takes a callable
 // that it calls before returning (finish bodies, atomic sections), so no allocation and no std::function.
 // Not API.
@@ -32,3 +33,4 @@ class function_ref<R(A...)> {
 };
 
 }  // namespace apgas::detail
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 // The seam between the core and the GPU backend (cuda_place/). Installed because the kernel and remote-array
 // templates call into it; not API.
 //
@@ -110,3 +111,4 @@ std::unique_ptr<accelerator> make_accelerator(const config& cfg);
 const char* built_accelerators() noexcept;
 
 }  // namespace apgas::detail
+#pragma GCC visibility pop

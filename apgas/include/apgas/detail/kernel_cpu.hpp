@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 // Kernel closures on CPU places: the templates that run a block (included by apgas/kernel.hpp; not API). The
 // non-template half — the clocked threads, the per-block state, the checking mode — is apgas/src/kernel_cpu.cpp.
 //
@@ -226,3 +227,4 @@ void start_kernel_cpu(std::shared_ptr<cpu_launch<K>> launch) {
 }
 
 }  // namespace apgas::detail
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 // Sending a kernel closure: here (a CPU launch), to a GPU of this host, or to another host (included by
 // apgas/kernel.hpp after the types it uses; not API).
 
@@ -178,3 +179,4 @@ void at_kernel(place p, const K& k) {
 }
 
 }  // namespace apgas::detail
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 // Shipping closures to other host places: the per-type entries of the closure registry and the runtime entry
 // points that send them (apgas/src/dist.cpp). Installed because async_at/at are templates; not API.
 //
@@ -119,3 +120,4 @@ auto remote_at(place p, const F& f, const Args&... args) {
 }
 
 }  // namespace apgas::detail
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 // A small test-and-test-and-set lock for the short critical sections of the runtime (monitor, clocks, finish
 // exception lists). Unlike std::mutex it may be released by a different fiber of the same thread than the one that
 // took it — which happens when an activity parks while the lock is held and the switch's on-top function releases
@@ -39,3 +40,4 @@ class spin_mutex {
 };
 
 }  // namespace apgas::detail
+#pragma GCC visibility pop

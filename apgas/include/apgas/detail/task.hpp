@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 // The task: the record of one activity, from spawn to termination. Installed because async/async_at are templates
 // that must build one; not API. Only the runtime (apgas/src) reads or writes the fields.
 
@@ -75,3 +76,4 @@ constexpr void check_shippable() {
 }
 
 }  // namespace apgas::detail
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file archive.hpp
 /// The wire format of apgas: values to bytes and back, bounds-checked.
 ///
@@ -529,3 +530,4 @@ T deserialize(std::span<const std::byte> bytes, std::size_t max_message = ser::d
 }
 
 }  // namespace apgas
+#pragma GCC visibility pop

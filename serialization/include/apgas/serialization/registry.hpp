@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file registry.hpp
 /// Ids for things that travel by name rather than by address: closure invokers, exception types, message kinds.
 ///
@@ -44,3 +45,4 @@ constexpr std::uint64_t fnv1a(const char* s, std::uint64_t h = 14695981039346656
 }
 
 }  // namespace apgas::ser
+#pragma GCC visibility pop

@@ -1,4 +1,5 @@
 #pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file transport.hpp
 /// The seam between the runtime and the network: moves bytes between host places. Not API for applications; the
 /// runtime (apgas/src/dist.cpp) is its only user, and it never sees user types — only messages already encoded.
@@ -80,3 +81,4 @@ std::unique_ptr<transport> make_from_env();
 std::string built_backends();
 
 }  // namespace apgas::transport
+#pragma GCC visibility pop

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# gpu-check.sh: every claim about the GPU path, checked on a machine with an NVIDIA GPU, in one command.
+#
+#   scripts/gpu-check.sh [-b BUILD_DIR] [-o FILE] [--quick]
+#
+#   -b DIR    use this build folder as it is (a CUDA build: the `cuda` preset or APGAS_WITH_CUDA=ON): nothing is
+#             configured or built, so the machine needs no compiler and no Boost, MPI or CUDA development files, only
+#             their run-time libraries and the NVIDIA driver (ctest files and rpaths hold absolute paths: use the
+#             folder at the path where it was built). Default: configure and build the `cuda` preset into build/cuda.
+#   -o FILE   write the table there as well (default: gpu-check.md in the build folder)
+#   --quick   fewer repeats (a first look, not figures to quote)
+#
+# Runs, each within its own time budget (about 15 minutes in all on one H100):
+#   1. ctest -L gpu (kernels and copies on real GPUs, the review items only a GPU settles) and the k-means sample's
+#      GPU tests (GPU places vs CPU places, the native CUDA baseline); one row per test case;
+#   2. apgas_bench_gpu: launch round trip, copies from pageable (the spooler) and pinned memory in both directions
+#      against the raw driver, and the spooler's slice-size sweep (both directions);
+#   3. samples/kmeans/kmeans_table.sh (apgas_kmeans against kmeans_native_cuda, target <= 1.05) and the k-means inner
+#      loop two points per cluster load against one (--single-point-loop);
+#   4. bench/apgas_bench_kernels and samples/parboil/parboil_table.sh, where they exist in this tree and build folder
+#      (otherwise a row says they were skipped).
+# Prints one table — machine, driver, GPU, command, figure, target, result — and exits 1 if anything with a target
+# missed it or failed, else 0. On a machine without a GPU (nvidia-smi lists none) it says so and exits 0 having run
+# nothing. NVIDIA_SMI names another nvidia-smi (the test of this script uses a missing one).
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+build=""
+out=""
+quick=0
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -b) build="${2:?-b needs a folder}"; shift 2 ;;
+    -o) out="${2:?-o needs a file}"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "gpu-check.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+# ---- is there a GPU? ----
+smi="${NVIDIA_SMI:-nvidia-smi}"
+gpus=0
+if command -v "$smi" > /dev/null 2>&1; then
+  gpus=$("$smi" -L 2> /dev/null | grep -c '^GPU' || true)
+fi
+if [[ $gpus -eq 0 ]]; then
+  echo "gpu-check: no GPU on this machine ($smi lists none, or is not installed): nothing to check, nothing run"
+  exit 0
+fi
+
+start=$(date +%s)
+budget=$((15 * 60))
+left() { echo $((budget - ($(date +%s) - start))); }
+
+machine="$(hostname -s 2> /dev/null || hostname), $(lscpu 2> /dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
+driver="$("$smi" --query-gpu=driver_version --format=csv,noheader 2> /dev/null | head -1)"
+cuda_version="$("$smi" 2> /dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
+[[ -n "$cuda_version" ]] && driver="$driver (CUDA $cuda_version)"
+gpu="$gpus x $("$smi" --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# ---- the table ----
+rows=()
+failures=0
+cell() { printf '%s' "$1" | tr '|' '/' | tr '\n' ' '; }
+# row <command> <figure> <target> <result: pass|FAIL|reported|skipped>
+row() {
+  rows+=("| $(cell "$machine") | $(cell "$driver") | $(cell "$gpu") | $(cell "$1") | $(cell "$2") | $(cell "$3") | $4 |")
+  [[ "$4" == FAIL ]] && failures=$((failures + 1))
+  echo "gpu-check: $1: $2 (target $3): $4" >&2
+}
+# verdict <value> <op> <bound>: pass or FAIL (op: le, lt)
+verdict() {
+  awk -v v="$1" -v op="$2" -v b="$3" 'BEGIN { ok = (op == "le") ? (v <= b) : (v < b); print ok ? "pass" : "FAIL" }'
+}
+# The target of a `ratio <name> <value>` line, by name: "le 1.05", "lt 1" or "" (no target: reported).
+target_of() {
+  case "$1" in
+    kmeans_native_*|parboil_*_native|*_native_*) echo "le 1.05" ;;
+    h2d_pageable_*|d2h_pageable_*) echo "le 1.15" ;;
+    *_vs_driver_pageable_*) echo "lt 1" ;;
+    kmeans_pairs_vs_single_*) echo "le 1.0" ;;
+    parboil_*_omp|x10cuda_*_omp) echo "le 1.15" ;;
+    kernel_*_clocked_omp) echo "le 5.0" ;;
+    kernel_*_block*_omp) echo "le 1.2" ;;
+    kernel_*_plain_omp) echo "le 1.1" ;;
+    *) echo "" ;;
+  esac
+}
+# ratio_rows <command> <file>: one row per `ratio <name> <value> (...)` line of the file.
+ratio_rows() {
+  local cmd="$1" file="$2" any=0 name value rest t
+  while read -r _ name value rest; do
+    any=1
+    t=$(target_of "$name")
+    if [[ -z "$t" ]]; then
+      row "$cmd" "$name = $value $rest" "—" reported
+    else
+      row "$cmd" "$name = $value $rest" "${t/le /≤ }" "$(verdict "$value" ${t})"
+    fi
+  done < <(grep '^ratio ' "$file" || true)
+  [[ $any -eq 1 ]] || row "$cmd" "no ratio lines (see its output)" "ratio lines" FAIL
+}
+# run_step <seconds> <log> <command...>: runs it with a time limit (never beyond the overall budget).
+run_step() {
+  local limit=$1 log=$2
+  shift 2
+  local l
+  l=$(left)
+  (( limit > l )) && limit=$l
+  if (( limit <= 10 )); then
+    echo "out of time" > "$log"
+    return 124
+  fi
+  echo "gpu-check: running (up to ${limit} s): $*" >&2
+  timeout "$limit" "$@" > "$log" 2>&1
+}
+
+# ---- 0. the build ----
+if [[ -z "$build" ]]; then
+  build="$root/build/cuda"
+  if run_step 600 "$work/build.log" bash -c "cd '$root' && cmake --preset cuda && cmake --build --preset cuda -j$(nproc)"; then
+    row "cmake --preset cuda && cmake --build --preset cuda" "built in $(( $(date +%s) - start )) s" "builds" pass
+  else
+    row "cmake --preset cuda && cmake --build --preset cuda" "$(tail -3 "$work/build.log")" "builds" FAIL
+  fi
+fi
+build="$(cd "$build" 2> /dev/null && pwd)" || { echo "gpu-check.sh: no build folder '$build'" >&2; exit 2; }
+[[ -n "$out" ]] || out="$build/gpu-check.md"
+
+# ---- 1. the tests that need a GPU ----
+if command -v ctest > /dev/null 2>&1; then
+  cmd="ctest -L gpu; ctest -R 'kmeans_(gpu_vs_cpu|native_cuda|same_centroids)'"
+  run_step 420 "$work/ctest.log" bash -c "ctest --test-dir '$build' -L gpu -V --timeout 400; \
+    ctest --test-dir '$build' -R 'apgas.sample.kmeans_(gpu_vs_cpu|native_cuda|same_centroids)' -V --timeout 300"
+  rc=$?
+  # One row per test case (gtest's result lines, "N: [       OK ] Suite.Name (12 ms)"), then one per ctest entry.
+  cases=0
+  while read -r status name; do
+    cases=$((cases + 1))
+    case "$status" in
+      OK) row "$cmd" "$name" "passes" pass ;;
+      SKIPPED) row "$cmd" "$name (skipped on this machine)" "passes" skipped ;;
+      *) row "$cmd" "$name" "passes" FAIL ;;
+    esac
+  done < <(sed -n 's/^[0-9]*: \[ *\(OK\|FAILED\|SKIPPED\) *\] \([A-Za-z0-9_/]*\.[A-Za-z0-9_./]*\).*/\1 \2/p' \
+             "$work/ctest.log" | sort -u)
+  while read -r name verdict_text; do
+    case "$verdict_text" in
+      Passed) result=pass ;;
+      Skipped) result=skipped ;;
+      *) result=FAIL ;;
+    esac
+    row "$cmd" "ctest $name: $verdict_text" "passes" "$result"
+  done < <(sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \(apgas\.[a-z_.0-9]*\) \.*[* ]*\([A-Za-z]*\).*/\1 \2/p' "$work/ctest.log")
+  [[ $cases -gt 0 ]] || row "$cmd" "no test case ran (rc $rc): $(tail -2 "$work/ctest.log")" "passes" FAIL
+  cp "$work/ctest.log" "$build/gpu-check-ctest.log"
+else
+  row "ctest -L gpu" "ctest is not installed" "passes" FAIL
+fi
+
+# ---- 2. launches and copies against the raw driver ----
+bench="$build/bench/apgas_bench_gpu"
+repeats=7
+[[ $quick -eq 1 ]] && repeats=3
+if [[ -x "$bench" ]]; then
+  run_step 240 "$work/bench_gpu.log" "$bench" --repeats "$repeats"
+  rc=$?
+  ratio_rows "apgas_bench_gpu --repeats $repeats" "$work/bench_gpu.log"
+  # The sweep: the default slice (4 MiB) against the best one, per direction.
+  for dir in h2d d2h; do
+    best=$(sed -n "s/^sweep slice=\([0-9]*\) .*${dir}_GBps=\([0-9.]*\).*/\1 \2/p" "$work/bench_gpu.log" | sort -k2 -g | tail -1)
+    default=$(sed -n "s/^sweep slice=4194304 .*${dir}_GBps=\([0-9.]*\).*/\1/p" "$work/bench_gpu.log")
+    if [[ -n "$best" && -n "$default" ]]; then
+      read -r best_slice best_gbps <<< "$best"
+      ok=$(awk -v d="$default" -v b="$best_gbps" 'BEGIN { print (d >= 0.95 * b) ? "pass" : "FAIL" }')
+      row "apgas_bench_gpu (slice sweep, 256 MiB, $dir)" \
+          "best slice $best_slice B: $best_gbps GB/s; default 4 MiB: $default GB/s" "default ≥ 0.95 × best" "$ok"
+    else
+      row "apgas_bench_gpu (slice sweep, $dir)" "no sweep lines (rc $rc)" "sweep" FAIL
+    fi
+  done
+  cp "$work/bench_gpu.log" "$build/gpu-check-bench_gpu.log"
+else
+  row "apgas_bench_gpu" "not built ($bench): a CUDA build with APGAS_BUILD_BENCH is needed" "runs" FAIL
+fi
+
+# ---- 3. k-means against native CUDA, and its inner loop ----
+table="$root/samples/kmeans/kmeans_table.sh"
+kbin="$build/samples/kmeans"
+if [[ -x "$kbin/apgas_kmeans" && -x "$kbin/kmeans_native_cuda" ]]; then
+  r=3
+  [[ $quick -eq 1 ]] && r=1
+  run_step 300 "$work/kmeans.log" "$table" -b "$build" -i 10 -r "$r"
+  ratio_rows "kmeans_table.sh -i 10 -r $r" "$work/kmeans.log"
+  # Review item 12: two points per shared-memory load against one, same binary, alternating.
+  pairs=() single=()
+  for ((i = 0; i < r + 1; i++)); do
+    for mode in pairs single; do
+      flag=""
+      [[ $mode == single ]] && flag="--single-point-loop"
+      t=$(APGAS_GPUS=0 timeout 120 "$kbin/apgas_kmeans" -n 4000000 -k 400 -i 10 -q --no-check $flag 2> /dev/null |
+          sed -n 's/.*total_s=\([0-9.]*\).*/\1/p')
+      [[ -n "$t" ]] && { [[ $mode == pairs ]] && pairs+=("$t") || single+=("$t"); }
+    done
+  done
+  if [[ ${#pairs[@]} -gt 0 && ${#single[@]} -gt 0 ]]; then
+    p=$(printf '%s\n' "${pairs[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    s=$(printf '%s\n' "${single[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    echo "ratio kmeans_pairs_vs_single_4M_400 $(awk -v p="$p" -v s="$s" 'BEGIN { printf "%.3f", p / s }') (ours $p s, anchor $s s, 10 iterations)" > "$work/pairs.log"
+    ratio_rows "apgas_kmeans -n 4000000 -k 400 [--single-point-loop], 1 GPU" "$work/pairs.log"
+  else
+    row "apgas_kmeans --single-point-loop" "the runs failed" "runs" FAIL
+  fi
+  cp "$work/kmeans.log" "$build/gpu-check-kmeans.log"
+else
+  row "kmeans_table.sh" "apgas_kmeans or kmeans_native_cuda not built in $kbin (kmeans_native_cuda needs MPI)" "runs" FAIL
+fi
+
+# ---- 4. the kernel and Parboil benchmarks, where they exist ----
+kernels="$build/bench/apgas_bench_kernels"
+if [[ -x "$kernels" ]]; then
+  run_step 240 "$work/kernels.log" "$kernels"
+  ratio_rows "apgas_bench_kernels" "$work/kernels.log"
+  cp "$work/kernels.log" "$build/gpu-check-bench_kernels.log"
+else
+  row "apgas_bench_kernels" "not in this build ($kernels)" "—" skipped
+fi
+parboil="$root/samples/parboil/parboil_table.sh"
+if [[ -x "$parboil" ]]; then
+  run_step 300 "$work/parboil.log" "$parboil" -b "$build"
+  ratio_rows "parboil_table.sh" "$work/parboil.log"
+  cp "$work/parboil.log" "$build/gpu-check-parboil.log"
+else
+  row "samples/parboil/parboil_table.sh" "not in this tree" "—" skipped
+fi
+
+# ---- the table ----
+{
+  echo "gpu-check: $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - start )) s, build folder $build"
+  echo
+  echo "| machine | driver | GPU | command | figure | target | result |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "$failures row(s) missed their target or failed; logs: $build/gpu-check-*.log"
+} | tee "$out"
+[[ $failures -eq 0 ]]
