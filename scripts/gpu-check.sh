@@ -9,6 +9,7 @@
 #             folder at the path where it was built). Default: configure and build the `cuda` preset into build/cuda.
 #   -o FILE   write the table there as well (default: gpu-check.md in the build folder)
 #   --quick   fewer repeats (a first look, not figures to quote)
+#   --budget S  the whole check's time in seconds (default 900); every step's own limit shrinks in proportion
 #
 # Runs, each within its own time budget (about 15 minutes in all on one H100):
 #   1. ctest -L gpu (kernels and copies on real GPUs, the review items only a GPU settles) and the k-means sample's
@@ -29,12 +30,14 @@ root="$(cd "$here/.." && pwd)"
 build=""
 out=""
 quick=0
+budget=900
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -b) build="${2:?-b needs a folder}"; shift 2 ;;
     -o) out="${2:?-o needs a file}"; shift 2 ;;
     --quick) quick=1; shift ;;
+    --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu-check.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -51,8 +54,8 @@ if [[ $gpus -eq 0 ]]; then
   exit 0
 fi
 
+[[ "$budget" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check.sh: --budget '$budget' is not a number of seconds" >&2; exit 2; }
 start=$(date +%s)
-budget=$((15 * 60))
 left() { echo $((budget - ($(date +%s) - start))); }
 
 machine="$(hostname -s 2> /dev/null || hostname), $(lscpu 2> /dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
@@ -107,7 +110,7 @@ ratio_rows() {
 }
 # run_step <seconds> <log> <command...>: runs it with a time limit (never beyond the overall budget).
 run_step() {
-  local limit=$1 log=$2
+  local limit=$(( $1 * budget / 900 )) log=$2
   shift 2
   local l
   l=$(left)
@@ -135,8 +138,9 @@ build="$(cd "$build" 2> /dev/null && pwd)" || { echo "gpu-check.sh: no build fol
 # ---- 1. the tests that need a GPU ----
 if command -v ctest > /dev/null 2>&1; then
   cmd="ctest -L gpu; ctest -R 'kmeans_(gpu_vs_cpu|native_cuda|same_centroids)'"
-  run_step 420 "$work/ctest.log" bash -c "ctest --test-dir '$build' -L gpu -V --timeout 400; \
-    ctest --test-dir '$build' -R 'apgas.sample.kmeans_(gpu_vs_cpu|native_cuda|same_centroids)' -V --timeout 300"
+  run_step 420 "$work/ctest.log" bash -c "ctest --test-dir '$build' -L gpu -V --timeout $(( 400 * budget / 900 )); \
+    ctest --test-dir '$build' -R 'apgas.sample.kmeans_(gpu_vs_cpu|native_cuda|same_centroids)' -V \
+      --timeout $(( 300 * budget / 900 ))"
   rc=$?
   # One row per test case (gtest's result lines, "N: [       OK ] Suite.Name (12 ms)"), then one per ctest entry.
   cases=0
@@ -201,6 +205,7 @@ if [[ -x "$kbin/apgas_kmeans" && -x "$kbin/kmeans_native_cuda" ]]; then
   pairs=() single=()
   for ((i = 0; i < r + 1; i++)); do
     for mode in pairs single; do
+      (( $(left) > 30 )) || break 2
       flag=""
       [[ $mode == single ]] && flag="--single-point-loop"
       t=$(APGAS_GPUS=0 timeout 120 "$kbin/apgas_kmeans" -n 4000000 -k 400 -i 10 -q --no-check $flag 2> /dev/null |

@@ -107,4 +107,33 @@ void gpu_copy(place src_place, std::uintptr_t src, place dst_place, std::uintptr
   g_active->copy(s, src, d, dst, bytes);
 }
 
+int gpu_make_queue(place p) {
+  const int g = local_gpu(p, "apgas::in_order");
+  return g_active->make_queue(g);
+}
+
+void gpu_release_queue(place p, int queue) noexcept {
+  if (g_active == nullptr || !p.is_cuda()) return;  // the run is over: its queues went with its GPUs
+  g_active->release_queue(p.id() - g_first, queue);
+}
+
+void gpu_queue_put(place p, int queue, std::uintptr_t dst, const void* src, std::size_t bytes, finish_token& token) {
+  g_active->queue_put(local_gpu(p, "apgas::in_order_queue::async_copy"), queue, dst, src, bytes, token);
+}
+
+void gpu_queue_get(place p, int queue, void* dst, std::uintptr_t src, std::size_t bytes, finish_token& token) {
+  g_active->queue_get(local_gpu(p, "apgas::in_order_queue::async_copy"), queue, dst, src, bytes, token);
+}
+
+void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst,
+                    std::size_t bytes, finish_token& token) {
+  const char* what = "apgas::in_order_queue::async_copy";
+  g_active->queue_copy(local_gpu(p, what), queue, local_gpu(src_place, what), src, local_gpu(dst_place, what), dst,
+                       bytes, token);
+}
+
+void gpu_queue_drain(place p, int queue) {
+  g_active->queue_drain(local_gpu(p, "apgas::in_order_queue"), queue);
+}
+
 }  // namespace apgas::detail

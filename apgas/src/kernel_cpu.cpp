@@ -465,7 +465,8 @@ struct block_range_task final : task {
   long lo, hi;
 };
 
-std::string dims(dim3 d) {
+std::string dims(dim3 d) {  // "N" for one dimension (as the GPU path says it), "(x,y,z)" otherwise
+  if (d.y == 1 && d.z == 1) return std::to_string(d.x);
   return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
 }
 

@@ -1,10 +1,14 @@
-// In-order queues (apgas/queue.hpp): a queue runs its operations one after the other in a driver activity that
-// exists while the queue has work; each operation holds a finish token joined by the activity that issued it.
+// In-order queues (apgas/queue.hpp): a queue runs its operations one after the other; each operation holds a finish
+// token joined by the activity that issued it. Blocking operations (everything at a CPU place; copies a GPU stream
+// cannot take) run in a driver activity that exists while the queue has work. At a GPU the kernels and page-locked
+// copies are enqueued on the queue's stream by the activity that issues them when the queue is idle, and by the
+// driver after the blocking operations before them otherwise; the stream then keeps their order.
 //
-// Invariants: `driving` is true exactly while a driver activity exists for the queue (set under the lock by the
-// issuer that finds it false, cleared under the lock by the driver when it finds nothing left), so at most one
-// driver runs an operation at a time and none is lost; the driver itself is counted in the finish of the issuer
-// that started it, and every operation in that of its own issuer.
+// Invariants: `driving` is true exactly while one party runs the queue's operations — the issuer that found it false
+// (until it meets a blocking operation or runs out) or the driver activity it started (until it runs out) — set and
+// cleared under the lock, so operations are started (or enqueued on the stream) one at a time in issue order and
+// none is lost; the driver is counted in the finish of the issuer that started it, every operation in that of its
+// own issuer. A blocking operation of a GPU queue first waits for the stream to drain.
 #include "runtime.hpp"
 #include "scheduler.hpp"
 
@@ -27,10 +31,18 @@ struct queued {
 
 struct queue_state {
   place p;
+  int gpu_queue = -1;  // the GPU's stream for this queue (gpu_make_queue), -1 at a CPU place
   spin_mutex mutex;
   std::deque<queued> ops;
   bool driving = false;
   std::string failure;  // the first failure's message: the operations after it are not run
+
+  queue_state() = default;
+  queue_state(const queue_state&) = delete;
+  queue_state& operator=(const queue_state&) = delete;
+  ~queue_state() {
+    if (gpu_queue >= 0) gpu_release_queue(p, gpu_queue);  // (work still on the stream goes on)
+  }
 };
 
 namespace {
@@ -45,7 +57,47 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 
-void drive(const std::shared_ptr<queue_state>& q) {
+/// Run one operation (the caller is the queue's only driver): a blocking one ends here, a stream one takes the token.
+void perform(queue_state& q, queued& next) {
+  if (!q.failure.empty()) {
+    next.token.done(std::make_exception_ptr(illegal_operation_exception(
+        "apgas::in_order_queue at place " + std::to_string(q.p.id()) +
+        ": operation not run, an earlier operation of the queue failed: " + q.failure)));
+    return;
+  }
+  try {
+    next.op->run(q.gpu_queue, next.token);
+    if (next.token) next.token.done();
+  } catch (...) {
+    const std::exception_ptr e = std::current_exception();
+    q.failure = what_of(e);
+    if (next.token) next.token.done(e);
+  }
+}
+
+void drive(const std::shared_ptr<queue_state>& q);
+
+/// Start a driver activity for the queue's operations (driving is set). Counted in the caller's finish.
+void start_driver(const std::shared_ptr<queue_state>& q) {
+  try {
+    async([q] { drive(q); });
+  } catch (...) {
+    // No driver could be started (no memory): end what is queued with the reason (the finishes report it) and leave
+    // the queue idle.
+    std::deque<queued> left;
+    {
+      std::lock_guard lock(q->mutex);
+      q->driving = false;
+      left.swap(q->ops);
+    }
+    for (queued& item : left) item.token.done(std::current_exception());
+  }
+}
+
+/// Run the queue's operations until none is left. `issuer`: the caller is the activity that issued the first one
+/// and runs only those that end on the GPU's stream (enqueuing them takes microseconds); at the first blocking one
+/// it hands over to a driver activity, since the issuer must not wait.
+void run_queue(const std::shared_ptr<queue_state>& q, bool issuer) {
   while (true) {
     queued next;
     {
@@ -54,25 +106,16 @@ void drive(const std::shared_ptr<queue_state>& q) {
         q->driving = false;
         return;
       }
+      if (issuer && q->ops.front().op->blocking) break;
       next = std::move(q->ops.front());
       q->ops.pop_front();
     }
-    if (!q->failure.empty()) {
-      next.token.done(std::make_exception_ptr(illegal_operation_exception(
-          "apgas::in_order_queue at place " + std::to_string(q->p.id()) +
-          ": operation not run, an earlier operation of the queue failed: " + q->failure)));
-      continue;
-    }
-    try {
-      next.op->run();
-      next.token.done();
-    } catch (...) {
-      const std::exception_ptr e = std::current_exception();
-      q->failure = what_of(e);
-      next.token.done(e);
-    }
+    perform(*q, next);
   }
+  start_driver(q);
 }
+
+void drive(const std::shared_ptr<queue_state>& q) { run_queue(q, false); }
 
 }  // namespace
 
@@ -85,31 +128,24 @@ std::shared_ptr<queue_state> make_queue(place p) {
   }
   auto q = std::make_shared<queue_state>();
   q->p = p;
+  if (p.is_cuda()) q->gpu_queue = gpu_make_queue(p);
   return q;
 }
+
+int gpu_queue_of(const queue_state& q) noexcept { return q.gpu_queue; }
+
+void drain_gpu_queue(const queue_state& q) { gpu_queue_drain(q.p, q.gpu_queue); }
 
 void enqueue(const std::shared_ptr<queue_state>& q, std::unique_ptr<queue_op> op) {
   require_unrestricted_activity("apgas::in_order_queue");
   queued item{std::move(op), finish_token::join()};
-  bool start = false;
   {
     std::lock_guard lock(q->mutex);
     q->ops.push_back(std::move(item));
-    start = !q->driving;
+    if (q->driving) return;  // the driver (or the issuer running the queue) gets to it
     q->driving = true;
   }
-  if (start) {
-    try {
-      async([q] { drive(q); });
-    } catch (...) {
-      // No driver could be started (no memory). The queue was idle, so it holds only this operation: end it with
-      // the reason (its finish reports it) and leave the queue idle.
-      std::lock_guard lock(q->mutex);
-      q->driving = false;
-      for (queued& left : q->ops) left.token.done(std::current_exception());
-      q->ops.clear();
-    }
-  }
+  run_queue(q, true);
 }
 
 }  // namespace apgas::detail

@@ -87,6 +87,19 @@ class cuda_accelerator final : public accelerator {
   void copy(int src_gpu, std::uintptr_t src, int dst_gpu, std::uintptr_t dst, std::size_t n) override {
     dev(src_gpu).copy_to(dev(dst_gpu), dst, src, n);
   }
+  int make_queue(int gpu) override { return dev(gpu).make_queue(); }
+  void release_queue(int gpu, int q) noexcept override { dev(gpu).release_queue(q); }
+  void queue_put(int gpu, int q, std::uintptr_t dst, const void* src, std::size_t n, finish_token& t) override {
+    dev(gpu).queue_put(q, dst, src, n, t);
+  }
+  void queue_get(int gpu, int q, void* dst, std::uintptr_t src, std::size_t n, finish_token& t) override {
+    dev(gpu).queue_get(q, dst, src, n, t);
+  }
+  void queue_copy(int gpu, int q, int src_gpu, std::uintptr_t src, int dst_gpu, std::uintptr_t dst, std::size_t n,
+                  finish_token& t) override {
+    dev(gpu).queue_copy(q, dev(src_gpu), src, dev(dst_gpu), dst, n, t);
+  }
+  void queue_drain(int gpu, int q) override { dev(gpu).queue_drain(q); }
 
  private:
   device& dev(int gpu) { return *devices_[static_cast<std::size_t>(gpu)]; }

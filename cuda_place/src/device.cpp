@@ -81,6 +81,7 @@ device::~device() {
   staging_.reset();
   for (CUevent e : events_) d_.cuEventDestroy(e);
   for (CUstream s : kstreams_) d_.cuStreamDestroy(s);
+  for (CUstream s : queues_) d_.cuStreamDestroy(s);
   d_.cuStreamDestroy(h2d_);
   d_.cuStreamDestroy(d2h_);
   if (slices_ != nullptr) d_.cuMemFreeHost(slices_);
@@ -568,10 +569,27 @@ void device::launch(gpu_kernel_request& r) {
     check(scope.result(), "cuCtxSetCurrent");  // (the spooled buffers cannot be freed without the context)
   }
   // Kernels that read constant data all go to stream 0: stream order keeps the next constant copy from overwriting
-  // the buffer while a kernel still reads it.
+  // the buffer while a kernel still reads it. Others go round-robin, or to their in-order queue's stream.
+  const CUstream queue = r.queue >= 0 ? queue_stream(r.queue) : nullptr;
   CUstream s = !r.constant.empty()
                    ? kstreams_[0]
-                   : kstreams_[next_stream_.fetch_add(1, std::memory_order_relaxed) % kernel_streams];
+                   : (queue != nullptr ? queue
+                                       : kstreams_[next_stream_.fetch_add(1, std::memory_order_relaxed) % kernel_streams]);
+  // A constant kernel of a queue runs on stream 0 after what the queue got before it, and what the queue gets after
+  // it waits for it: an event each way (a wait takes the event's state when it is enqueued, so the events go back to
+  // the pool at once).
+  const auto cross = [&](CUstream from, CUstream to) {
+    const CUevent e = take_event();
+    try {
+      record_into(e, from);
+      check(d_.cuStreamWaitEvent(to, e, 0), "cuStreamWaitEvent");
+    } catch (...) {
+      give_back(e);
+      throw;
+    }
+    give_back(e);
+  };
+  const bool queued_constant = queue != nullptr && s != queue;
   staging_cache::block block;
   if (staged != 0) {
     try {
@@ -629,6 +647,7 @@ void device::launch(gpu_kernel_request& r) {
     }
     // The constant copy and the launch that reads it, as one step: no other constant copy between them.
     std::unique_lock constant_lock(constant_mutex_, std::defer_lock);
+    if (queued_constant) cross(queue, s);
     if (constant_at != unstaged) {
       constant_lock.lock();
       const auto c = reinterpret_cast<CUdeviceptr>(r.constant_symbol());
@@ -667,17 +686,111 @@ void device::launch(gpu_kernel_request& r) {
   }
   try {
     record_into(done, s);
+    if (queued_constant) cross(s, queue);
   } catch (...) {
     release_now(s);  // stream-ordered: after the kernel (the staging block is not reused: copies may be queued)
     throw;
   }
   pending_op op;
   op.event = done;
-  op.token = finish_token::join();  // after the launch: a refused launch never counted in the finish
+  // after the launch: a refused launch never counted in the finish
+  op.token = r.token != nullptr ? std::exchange(*r.token, finish_token{}) : finish_token::join();
   op.buffers = std::move(buffers);
   op.staging = block;
   op.keep = std::move(r.keep);
   add_pending(std::move(op));
+}
+
+// ---- in-order queues --------------------------------------------------------------------------------------------
+
+int device::make_queue() {
+  alive();
+  {
+    std::lock_guard lock(queues_mutex_);
+    if (!free_queues_.empty()) {
+      const int q = free_queues_.back();
+      free_queues_.pop_back();
+      return q;
+    }
+  }
+  CUstream s = nullptr;
+  {
+    const context_scope scope(d_, ctx_);
+    entered(scope);
+    check(d_.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+  std::lock_guard lock(queues_mutex_);
+  queues_.push_back(s);
+  return static_cast<int>(queues_.size()) - 1;
+}
+
+void device::release_queue(int q) noexcept {
+  std::lock_guard lock(queues_mutex_);
+  if (q >= 0 && q < static_cast<int>(queues_.size())) free_queues_.push_back(q);
+}
+
+CUstream device::queue_stream(int q) {
+  std::lock_guard lock(queues_mutex_);
+  if (q < 0 || q >= static_cast<int>(queues_.size())) {
+    throw illegal_operation_exception("apgas::in_order_queue: queue " + std::to_string(q) + " is not one of " +
+                                      where() + " (a queue belongs to the run it was made in)");
+  }
+  return queues_[static_cast<std::size_t>(q)];
+}
+
+template <class Issue>
+void device::queue_op(int q, const char* call, finish_token& token, Issue issue) {
+  alive();
+  const CUstream s = queue_stream(q);
+  const context_scope scope(d_, ctx_);
+  entered(scope);
+  const CUevent e = take_event();
+  const CUresult r = issue(s);
+  if (r != CUDA_SUCCESS) give_back(e);
+  check(r, call);
+  record_into(e, s);
+  pending_op op;
+  op.event = e;
+  op.token = std::exchange(token, finish_token{});
+  add_pending(std::move(op));
+}
+
+void device::queue_put(int q, std::uintptr_t dst, const void* src, std::size_t n, finish_token& token) {
+  queue_op(q, "cuMemcpyHtoDAsync", token, [&](CUstream s) {
+    return d_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, n, s);
+  });
+}
+
+void device::queue_get(int q, void* dst, std::uintptr_t src, std::size_t n, finish_token& token) {
+  queue_op(q, "cuMemcpyDtoHAsync", token, [&](CUstream s) {
+    return d_.cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), n, s);
+  });
+}
+
+void device::queue_copy(int q, device& from, std::uintptr_t src, device& to, std::uintptr_t dst, std::size_t n,
+                        finish_token& token) {
+  from.alive();
+  to.alive();
+  const bool same = &from == &to;
+  // (Between two GPUs the stream may belong to either context: the copy is ordered in it.)
+  queue_op(q, same ? "cuMemcpyDtoDAsync" : "cuMemcpyPeerAsync", token, [&](CUstream s) {
+    return same ? d_.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, s)
+                : d_.cuMemcpyPeerAsync(static_cast<CUdeviceptr>(dst), to.ctx_, static_cast<CUdeviceptr>(src),
+                                       from.ctx_, n, s);
+  });
+}
+
+void device::queue_drain(int q) {
+  alive();
+  const CUstream s = queue_stream(q);
+  CUevent e = nullptr;
+  {
+    const context_scope scope(d_, ctx_);
+    entered(scope);
+    e = take_event();
+    record_into(e, s);
+  }
+  wait(reinterpret_cast<marker>(e));
 }
 
 }  // namespace apgas::detail::gpu

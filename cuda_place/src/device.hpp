@@ -69,6 +69,18 @@ class device final : public dma_engine, public host_memory {
   void get(void* dst, std::uintptr_t src, std::size_t n);
   void copy_to(device& dst_dev, std::uintptr_t dst, std::uintptr_t src, std::size_t n);
 
+  // In-order queues: streams of their own, made on demand and reused (apgas/queue.hpp).
+  int make_queue();
+  void release_queue(int q) noexcept;
+  /// Copies in queue order; the host side page-locked; between GPUs, this one is either side. `token` is taken once
+  /// the copy is enqueued and ended when the data has landed.
+  void queue_put(int q, std::uintptr_t dst, const void* src, std::size_t n, finish_token& token);
+  void queue_get(int q, void* dst, std::uintptr_t src, std::size_t n, finish_token& token);
+  void queue_copy(int q, device& src_dev, std::uintptr_t src, device& dst_dev, std::uintptr_t dst, std::size_t n,
+                  finish_token& token);
+  /// Park until everything issued to the queue so far has ended.
+  void queue_drain(int q);
+
   // dma_engine (the spooler, and the direct copies)
   marker h2d(std::uintptr_t dst, const void* src, std::size_t n) override;
   marker d2h(void* dst, std::uintptr_t src, std::size_t n) override;
@@ -138,6 +150,14 @@ class device final : public dma_engine, public host_memory {
   std::unique_ptr<spooler> spool_;
   std::unique_ptr<staging_cache> staging_;
   std::mutex constant_mutex_;  // a constant copy and its launch, enqueued as one step
+  spin_mutex queues_mutex_;
+  std::vector<CUstream> queues_;      // in-order queues' streams, by queue id
+  std::vector<int> free_queues_;      // ids of released queues, their streams kept for reuse
+  /// The stream of queue q (illegal_operation_exception for an id this device did not give out).
+  CUstream queue_stream(int q);
+  /// Enqueue a copy with `issue` on queue q's stream; its completion ends `token` (taken once it is enqueued).
+  template <class Issue>
+  void queue_op(int q, const char* call, finish_token& token, Issue issue);
 
   spin_mutex mutex_;  // guards everything below
   std::vector<CUevent> events_;

@@ -36,6 +36,7 @@ TEST_P(KernelConstructs, WarpOperations) { run(kernel_constructs::warp_ops); }
 TEST_P(KernelConstructs, BlockLevel) { run(kernel_constructs::block_level); }
 TEST_P(KernelConstructs, SharedForms) { run(kernel_constructs::shared_forms); }
 TEST_P(KernelConstructs, LaunchBounds) { run(kernel_constructs::launch_bounds); }
+TEST_P(KernelConstructs, InOrderQueue) { run(kernel_constructs::queue_pipeline); }
 
 INSTANTIATE_TEST_SUITE_P(Places, KernelConstructs,
                          testing::Values(setting{1, false}, setting{2, false}, setting{2, true}),

@@ -19,9 +19,10 @@
 //    them. A copy that starts in a page-locked block and runs past its end, or whose block was freed before the
 //    stream got to it, is an illegal address too.
 //  - Streams: one worker thread each, executing a FIFO of operations in order (copies, memsets, event records,
-//    stream-ordered frees, kernel launches as no-ops), each after an optional delay (APGAS_FAKE_CUDA_DELAY_US, or
-//    apgas_fake_cuda_set_delay_us; event records are not delayed). An event is complete when its stream has reached
-//    the latest record. Once a device has failed, its streams move no data any more (events still complete, but
+//    stream-ordered frees, kernel launches as no-ops, waits for an event), each after an optional delay
+//    (APGAS_FAKE_CUDA_DELAY_US, or apgas_fake_cuda_set_delay_us; event records and waits are not delayed). An event is
+//    complete when its stream has reached the latest record; cuStreamWaitEvent holds its stream until the record that
+//    was the event's latest when it was called is complete. Once a device has failed, its streams move no data any more (events still complete, but
 //    every query and call reports the sticky error).
 //  - Strictness: the stream (and event) of a call must belong to the context current on the calling thread; a
 //    mismatch returns CUDA_ERROR_INVALID_HANDLE and is counted (wrong_context_calls) and printed: the backend's
@@ -90,13 +91,13 @@ constexpr int sms = 132;
 constexpr int regs_per_thread = 32;
 constexpr unsigned char poison = 0xA5;
 
-#define APGAS_FAKE_COUNTERS(X)                                                                                    \
-  X(h2d_ops) X(h2d_bytes) X(d2h_ops) X(d2h_bytes) X(d2d_ops) X(d2d_bytes) X(peer_ops) X(peer_bytes_out)           \
-  X(peer_bytes_in) X(peer_copies_without_access) X(memset_ops) X(memset_bytes) X(kernel_launches) X(event_records) \
-  X(event_queries) X(ops_executed) X(max_pending) X(pageable_async_copies) X(illegal_accesses)                     \
-  X(wrong_context_calls) X(invalid_handle_calls) X(invalid_frees) X(allocs_total) X(frees_total)                    \
-  X(injected_failures) X(last_grid) X(last_block) X(last_shared) X(sync_allocs) X(sync_frees) X(host_allocs)        \
-  X(host_frees_without_context)
+#define APGAS_FAKE_COUNTERS(X)                                                                                     \
+  X(h2d_ops) X(h2d_bytes) X(d2h_ops) X(d2h_bytes) X(d2d_ops) X(d2d_bytes) X(peer_ops) X(peer_bytes_out)            \
+  X(peer_bytes_in) X(peer_copies_without_access) X(memset_ops) X(memset_bytes) X(kernel_launches)                  \
+  X(event_records) X(stream_waits) X(event_queries) X(ops_executed) X(max_pending) X(pageable_async_copies)        \
+  X(illegal_accesses) X(wrong_context_calls) X(invalid_handle_calls) X(invalid_frees) X(allocs_total)              \
+  X(frees_total) X(injected_failures) X(last_grid) X(last_block) X(last_shared) X(sync_allocs) X(sync_frees)       \
+  X(host_allocs) X(host_frees_without_context)
 
 enum counter : int {
 #define APGAS_FAKE_ENUM(c) c,
@@ -150,7 +151,7 @@ struct CUevent_st {
 
 namespace {
 
-enum class op_kind { h2d, d2h, d2d, peer, memset8, record, free_async, kernel };
+enum class op_kind { h2d, d2h, d2d, peer, memset8, record, wait_event, free_async, kernel };
 
 struct op {
   op_kind kind = op_kind::kernel;
@@ -498,6 +499,7 @@ int trace_kind(op_kind k) {
     case op_kind::peer: return 'p';
     case op_kind::memset8: return 'm';
     case op_kind::record: return 'r';
+    case op_kind::wait_event: return 'w';
     case op_kind::free_async: return 'f';
     case op_kind::kernel: return 'k';
   }
@@ -548,7 +550,7 @@ std::uint64_t first_bytes(const void* p, std::size_t n) {
 /// Runs one operation of a stream of device d (on the stream's worker, or inline after the exit hook).
 void execute(device_state& d, op& o) {
   state& g = S();
-  if (o.kind != op_kind::record) {
+  if (o.kind != op_kind::record && o.kind != op_kind::wait_event) {
     const int us = g.delay_us.load(std::memory_order_relaxed);
     if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
@@ -556,6 +558,11 @@ void execute(device_state& d, op& o) {
   switch (o.kind) {
     case op_kind::record:
       complete(*o.event, o.generation);
+      return;
+    case op_kind::wait_event:  // the stream goes on once the event's stream has reached the record that was current
+      while (o.event->completed.load(std::memory_order_acquire) < o.generation) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
       return;
     case op_kind::free_async:
       free_block(d, o.dst, "cuMemFreeAsync (when the stream reached it)");
@@ -1186,6 +1193,31 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
   e->recorded.store(o.generation, std::memory_order_release);
   o.event = std::move(e);
   o.call = "cuEventRecord";
+  enqueue(*d, s, std::move(o), false);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  device_state* d = nullptr;
+  CUstream_st* s = nullptr;
+  if (CUresult r = copy_common(hStream, d, s, "cuStreamWaitEvent"); r != CUDA_SUCCESS) return r;
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;  // (CU_EVENT_WAIT_EXTERNAL is for graphs)
+  std::shared_ptr<CUevent_st> e = event_of(hEvent);
+  if (e == nullptr) {
+    count(*d, invalid_handle_calls);
+    std::fprintf(stderr, "apgas fake CUDA: cuStreamWaitEvent: event %p is not a live event\n",
+                 static_cast<void*>(hEvent));
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  count(*d, stream_waits);
+  op o;
+  o.kind = op_kind::wait_event;
+  // As the real driver: the wait is for the event's most recent record when this call is made (none: no wait); a
+  // later record of the event does not change it, so the event may be recorded again or destroyed at once.
+  o.generation = e->recorded.load(std::memory_order_acquire);
+  o.dst = reinterpret_cast<std::uintptr_t>(hEvent);
+  o.event = std::move(e);
+  o.call = "cuStreamWaitEvent";
   enqueue(*d, s, std::move(o), false);
   return CUDA_SUCCESS;
 }

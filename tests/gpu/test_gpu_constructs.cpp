@@ -39,5 +39,6 @@ TEST(GpuConstructs, WarpOperations) { REQUIRE_GPU(); on_gpu(kernel_constructs::w
 TEST(GpuConstructs, BlockLevel) { REQUIRE_GPU(); on_gpu(kernel_constructs::block_level); }
 TEST(GpuConstructs, SharedForms) { REQUIRE_GPU(); on_gpu(kernel_constructs::shared_forms); }
 TEST(GpuConstructs, LaunchBounds) { REQUIRE_GPU(); on_gpu(kernel_constructs::launch_bounds); }
+TEST(GpuConstructs, InOrderQueue) { REQUIRE_GPU(); on_gpu(kernel_constructs::queue_pipeline); }
 
 }  // namespace

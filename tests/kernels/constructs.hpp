@@ -197,14 +197,18 @@ inline void warp_ops(apgas::place p) {
   for (int me = 0; me < threads; ++me) {
     const int lane = me % 32, base = me - lane, active = std::min(32, threads - base);
     const int* o = got.data() + me * outs;
-    if (active > 3) EXPECT_EQ(o[0], (base + 3) * 10) << me;
+    if (active > 3) {
+      EXPECT_EQ(o[0], (base + 3) * 10) << me;
+    }
     if (lane + 1 < active) {
       EXPECT_EQ(o[1], (me + 1) * 10) << me;
     } else if (active == 32) {
       EXPECT_EQ(o[1], me * 10) << me;
     }
     EXPECT_EQ(o[2], lane >= 2 ? (me - 2) * 10 : me * 10) << me;
-    if ((lane ^ 1) < active) EXPECT_EQ(o[3], (me ^ 1) * 10) << me;
+    if ((lane ^ 1) < active) {
+      EXPECT_EQ(o[3], (me ^ 1) * 10) << me;
+    }
     unsigned even = 0;
     for (int l = 0; l < active; l += 2) even |= 1u << l;
     EXPECT_EQ(static_cast<unsigned>(o[4]), even) << me;
@@ -327,6 +331,37 @@ inline void launch_bounds(apgas::place p) {
     EXPECT_NE(std::string(e.what()).find("65 threads"), std::string::npos) << e.what();
   }
   EXPECT_EQ(fetch(hits)[0], 128);
+}
+
+// An in-order queue: a copy in, 50 dependent launches and a copy out under one finish (each launch maps
+// d[i] -> (3 d[i] + it) mod 1000003, so the result depends on their order); first with page-locked host memory (on a
+// GPU the queue's stream takes every operation), then with pageable memory (the copies wait for the stream to drain).
+inline void queue_pipeline(apgas::place p) {
+  constexpr int n = 4096, iterations = 50;
+  long expect = 1;
+  for (int it = 0; it < iterations; ++it) expect = (3 * expect + it) % 1000003;
+  KC_ARRAY(long, a, p, n);
+  const auto pipeline = [&](std::span<const long> in, std::span<long> out) {
+    apgas::finish([&] {
+      auto q = apgas::in_order(p);
+      q.async_copy(in, a);
+      for (int it = 0; it < iterations; ++it) {
+        q.async(apgas::cuda_kernel(apgas::grid{8, 64}, [=] APGAS_KERNEL (apgas::thread t) {
+          long* d = a.data();
+          for (long i = t.global_id(); i < n; i += t.global_count()) d[i] = (3 * d[i] + it) % 1000003;
+        }));
+      }
+      q.async_copy(a, 0, out);
+    });
+  };
+  const apgas::pinned_vector<long> pinned_in(n, 1);
+  apgas::pinned_vector<long> pinned_out(n, 0);
+  pipeline(pinned_in, pinned_out);
+  for (long v : pinned_out) ASSERT_EQ(v, expect);
+  const std::vector<long> in(n, 1);
+  std::vector<long> out(n, 0);
+  pipeline(in, out);
+  for (long v : out) ASSERT_EQ(v, expect);
 }
 
 }  // namespace kernel_constructs

@@ -12,6 +12,7 @@
 // All GPU places named here belong to the caller's host: the templates route work for another host's GPU to that
 // host first (at/async_at to p.parent()).
 
+#include <apgas/detail/completion.hpp>
 #include <apgas/place.hpp>
 
 #include <cstddef>
@@ -58,6 +59,13 @@ struct gpu_kernel_request {
   std::size_t body_bytes = 0;
   bool spilled = false;                         ///< the first parameter is a pointer to a device copy of the body
   std::shared_ptr<const void> keep;             ///< host data the launch needs until it has ended
+  /// An in-order queue of the GPU (gpu_make_queue), or -1: the launch goes on the queue's stream, after everything
+  /// issued to it before.
+  int queue = -1;
+  /// Where the launch is counted: when set, the token is taken from here once the kernel is enqueued (its finish
+  /// waits for the kernel; left in place when the launch throws); otherwise the launch joins the calling activity's
+  /// innermost finish.
+  finish_token* token = nullptr;
 };
 
 /// Launch at GPU place p: the pre step (grid, shared memory, constant memory, uploads, parameters) in the caller,
@@ -76,6 +84,20 @@ void gpu_put(place p, std::uintptr_t dst, const void* src, std::size_t bytes);
 void gpu_get(place p, void* dst, std::uintptr_t src, std::size_t bytes);
 /// GPU -> GPU of this host (peer copy, or staged by the driver), counted likewise.
 void gpu_copy(place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst, std::size_t bytes);
+
+/// In-order queues on a GPU of this host (apgas/queue.hpp): a stream of the GPU's own. Everything issued to a queue
+/// runs in issue order on it, without a host round trip in between.
+int gpu_make_queue(place p);
+void gpu_release_queue(place p, int queue) noexcept;
+/// A copy in the order of queue `queue` of GPU place p. The host side must be page-locked (is_pinned); for a copy
+/// between GPUs of this host, p is one of them. `token` is taken once the copy is enqueued and ended when the data
+/// has landed (left in place when the call throws).
+void gpu_queue_put(place p, int queue, std::uintptr_t dst, const void* src, std::size_t bytes, finish_token& token);
+void gpu_queue_get(place p, int queue, void* dst, std::uintptr_t src, std::size_t bytes, finish_token& token);
+void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst,
+                    std::size_t bytes, finish_token& token);
+/// Park the calling activity until everything issued to the queue so far has ended.
+void gpu_queue_drain(place p, int queue);
 
 /// Page-locked host memory when a CUDA driver can be loaded in this process, ordinary memory otherwise (cuda_place/).
 void* pinned_alloc(std::size_t bytes);
@@ -102,6 +124,16 @@ class accelerator {
   virtual void put(int gpu, std::uintptr_t dst, const void* src, std::size_t bytes) = 0;
   virtual void get(int gpu, void* dst, std::uintptr_t src, std::size_t bytes) = 0;
   virtual void copy(int src_gpu, std::uintptr_t src, int dst_gpu, std::uintptr_t dst, std::size_t bytes) = 0;
+  /// In-order queues (gpu_make_queue and the functions after it).
+  virtual int make_queue(int gpu) = 0;
+  virtual void release_queue(int gpu, int queue) noexcept = 0;
+  virtual void queue_put(int gpu, int queue, std::uintptr_t dst, const void* src, std::size_t bytes,
+                         finish_token& token) = 0;
+  virtual void queue_get(int gpu, int queue, void* dst, std::uintptr_t src, std::size_t bytes,
+                         finish_token& token) = 0;
+  virtual void queue_copy(int gpu, int queue, int src_gpu, std::uintptr_t src, int dst_gpu, std::uintptr_t dst,
+                          std::size_t bytes, finish_token& token) = 0;
+  virtual void queue_drain(int gpu, int queue) = 0;
 };
 
 /// The backend for this process: CUDA when built in (zero GPUs when there is no driver or no device), else none.

@@ -3,6 +3,8 @@
 // Sending a kernel closure: here (a CPU launch), to a GPU of this host, or to another host (included by
 // apgas/kernel.hpp after the types it uses; not API).
 
+#include <apgas/detail/completion.hpp>
+
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -47,8 +49,11 @@ void read_resource(reader& in, R& r) {
   r.data = std::move(v);
 }
 
+/// Launch at GPU place p of this host (apgas/cuda/kernel.cuh, files compiled by nvcc): on in-order queue `queue` of
+/// the GPU when not -1, counted by `token` when given (taken once the kernel is enqueued), else by the caller's
+/// innermost finish.
 template <class K>
-void launch_kernel_gpu(place p, const K& k);  // apgas/cuda/kernel.cuh (files compiled by nvcc)
+void launch_kernel_gpu(place p, const K& k, int queue = -1, finish_token* token = nullptr);
 template <class K, class Shape, class Resources>
 void launch_gpu_parts(place p, const Shape& shape, const void* body, const Resources& res);  // likewise
 /// Run launch() under a finish and wait; an exception launch() throws means nothing was started, so it is rethrown

@@ -326,7 +326,8 @@ void write_desc(void* out, const desc_context<R...>& c, const std::uintptr_t* up
 /// Launch the kernel made of these parts at GPU place p of this host (the body as bytes: a routed kernel arrives
 /// that way). Counted by the caller's innermost finish.
 template <class K, class Shape, class... R>
-void launch_parts(place p, const Shape& shape, const void* body, const std::tuple<R...>& res) {
+void launch_parts(place p, const Shape& shape, const void* body, const std::tuple<R...>& res, int queue = -1,
+                  finish_token* token = nullptr) {
   using Body = decltype(K::body);
   // The usual slip: a lambda written [=](...) without APGAS_KERNEL is host code only. Say so, instead of nvcc's
   // error about __global__ template arguments inside this file (the lambda's type and the call that sends it follow
@@ -379,6 +380,8 @@ void launch_parts(place p, const Shape& shape, const void* body, const std::tupl
   r.body_bytes = sizeof(Body);
   r.spilled = spill;
   r.keep = std::make_shared<const std::tuple<R...>>(res);  // the host data of the uploads, until the launch ends
+  r.queue = queue;
+  r.token = token;
   gpu_launch(p, r);
   }
 }
@@ -394,8 +397,8 @@ void launch_gpu_parts(place p, const Shape& shape, const void* body, const Resou
 }
 
 template <class K>
-void launch_kernel_gpu(place p, const K& k) {
-  cuda::launch_parts<K>(p, k.shape, static_cast<const void*>(&k.body), k.resources);
+void launch_kernel_gpu(place p, const K& k, int queue, finish_token* token) {
+  cuda::launch_parts<K>(p, k.shape, static_cast<const void*>(&k.body), k.resources, queue, token);
 }
 
 }  // namespace apgas::detail

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# runtime-bundle.sh: the shared libraries a build folder's programs need at run time, gathered into one folder, so
+# that the build can run on a machine with the NVIDIA driver but without Boost, Open MPI, libfabric or oneTBB (a
+# lent GPU machine, a container): build here, carry the build folder and the bundle, install the bundle there.
+#
+#   scripts/runtime-bundle.sh BUILD_DIR OUT_DIR     gather: OUT_DIR/root mirrors / (libraries, Open MPI's
+#                                                   launcher, components and help files)
+#   scripts/runtime-bundle.sh --install OUT_DIR     there: copy OUT_DIR/root into / without replacing any file
+#                                                   that exists (root needed), then run ldconfig
+#
+# Gathered: every library the ELF files of BUILD_DIR load (ldd), Open MPI's programs (orterun as mpirun/mpiexec,
+# orted), its components and their libraries, its help and configuration files. Left out: the C library, libstdc++
+# and libgcc_s (the machine's own, usually newer, serve) and the CUDA driver (the machine's own, loaded at run time).
+# The build folder itself must sit at the path where it was built (ctest files and rpaths hold absolute paths).
+set -euo pipefail
+
+if [[ "${1:-}" == "--install" ]]; then
+  src="${2:?--install needs the bundle folder}/root"
+  [[ -d "$src" ]] || { echo "runtime-bundle.sh: no $src" >&2; exit 2; }
+  cp -a --no-clobber "$src"/. /
+  ldconfig 2> /dev/null || true
+  echo "runtime-bundle: installed $(find "$src" -type f | wc -l) files (existing ones kept)"
+  exit 0
+fi
+
+build="${1:?usage: runtime-bundle.sh BUILD_DIR OUT_DIR}"
+out="${2:?usage: runtime-bundle.sh BUILD_DIR OUT_DIR}"
+rm -rf "$out/root"
+mkdir -p "$out/root"
+
+skip='/(libc|libm|libpthread|libdl|librt|libresolv|libutil|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libnvidia-[a-z-]*)\.so'
+elves=()
+while IFS= read -r f; do
+  file -b "$f" | grep -q '^ELF' && elves+=("$f")
+done < <(find "$build" -type f -perm -u+x -o -type f -name '*.so*')
+
+ompi=/usr/lib/x86_64-linux-gnu/openmpi
+if [[ -d "$ompi" ]]; then
+  while IFS= read -r f; do elves+=("$f"); done < <(find "$ompi" -name '*.so*' -type f)
+  elves+=(/usr/bin/orted /usr/bin/orterun)
+  mkdir -p "$out/root/usr/bin" "$out/root/usr/lib/x86_64-linux-gnu" "$out/root/usr/share" "$out/root/etc"
+  cp -a "$ompi" "$out/root/usr/lib/x86_64-linux-gnu/"
+  cp -a /usr/bin/orted /usr/bin/orterun "$out/root/usr/bin/"
+  ln -sf orterun "$out/root/usr/bin/mpirun"
+  ln -sf orterun "$out/root/usr/bin/mpiexec"
+  [[ -d /usr/share/openmpi ]] && cp -a /usr/share/openmpi "$out/root/usr/share/"
+  [[ -d /etc/openmpi ]] && cp -a /etc/openmpi "$out/root/etc/"
+fi
+
+declare -A seen=()
+for f in "${elves[@]}"; do
+  while read -r lib; do
+    [[ -n "$lib" && -z "${seen[$lib]:-}" ]] || continue
+    seen[$lib]=1
+    [[ "$lib" =~ $skip ]] && continue
+    [[ "$lib" == "$(cd "$build" && pwd)"/* ]] && continue  # the build's own libraries travel with it
+    dir="$(readlink -f "$(dirname "$lib")")"  # /lib -> /usr/lib where / is merged: one real folder per library
+    mkdir -p "$out/root$dir"
+    cp -L "$lib" "$out/root$dir/$(basename "$lib")"
+  done < <(ldd "$f" 2> /dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p')
+done
+echo "runtime-bundle: $(find "$out/root" -type f | wc -l) files, $(du -sh "$out/root" | cut -f1) in $out/root"
