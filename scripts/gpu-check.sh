@@ -83,7 +83,8 @@ verdict() {
 # The target of a `ratio <name> <value>` line, by name: "le 1.05", "lt 1" or "" (no target: reported).
 target_of() {
   case "$1" in
-    kmeans_native_*|parboil_*_native|*_native_*) echo "le 1.05" ;;
+    kmeans_native_*|parboil_*_native|x10cuda_*_native|*_native_*) echo "le 1.05" ;;
+    parboil_*_loc|x10cuda_*_loc) echo "le 0.8" ;;
     h2d_pageable_*|d2h_pageable_*) echo "le 1.15" ;;
     *_vs_driver_pageable_*) echo "lt 1" ;;
     kmeans_pairs_vs_single_*) echo "le 1.0" ;;

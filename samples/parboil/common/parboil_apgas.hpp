@@ -1,0 +1,60 @@
+#pragma once
+// What the apgas versions of the Parboil programs share besides parboil.hpp: where a host computes (its GPU places,
+// or its CPU place), how work is cut into parts, and the run's main function.
+#include "parboil.hpp"
+
+#include <apgas/apgas.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace parboil {
+
+/// The places that compute at the calling host: its GPU places, or the host place itself when it has none or when
+/// `cpu` is set (--cpu).
+inline std::vector<apgas::place> compute_places(bool cpu) {
+  const apgas::place h = apgas::here().parent();
+  const auto gpus = h.children();
+  if (cpu || gpus.empty()) return {h};
+  return std::vector<apgas::place>(gpus.begin(), gpus.end());
+}
+
+/// Part i of n items cut into `parts` contiguous parts whose sizes are multiples of `grain` (the last one takes the
+/// rest): [first, second).
+inline std::pair<long long, long long> share(long long n, int i, int parts, long long grain = 1) {
+  const long long units = (n + grain - 1) / grain;
+  const long long lo = std::min(n, units * i / parts * grain);
+  const long long hi = i + 1 == parts ? n : std::min(n, units * (i + 1) / parts * grain);
+  return {lo, hi};
+}
+
+/// "hosts=H gpus=G" for the report: G counts the GPU places that computed (0 on CPU places).
+inline std::string places_field(bool cpu) {
+  int gpus = 0;
+  if (!cpu) {
+    for (apgas::place h : apgas::places()) gpus += static_cast<int>(h.children().size());
+  }
+  return "hosts=" + std::to_string(apgas::num_hosts()) + " gpus=" + std::to_string(gpus);
+}
+
+/// The whole main function of an apgas Parboil program: parses the options (exit 2 with `usage` on a bad one) and
+/// runs body(options) as the main activity at place 0; body returns the exit code (report()'s). Input errors thrown
+/// inside give exit code 2 with the message, at every place.
+template <class Body>
+int main(int argc, char** argv, const char* prog, const char* usage,
+         std::initializer_list<std::string_view> sizes, Body body) {
+  options o;
+  if (const int rc = guarded(prog, usage, [&] {
+        o = parse(argc, argv, sizes);
+        return 0;
+      });
+      rc != 0) {
+    return rc;
+  }
+  int code = 0;
+  const int rc = apgas::run(argc, argv, [&] { code = guarded(prog, usage, [&] { return body(o); }); });
+  return rc != 0 ? rc : code;
+}
+
+}  // namespace parboil

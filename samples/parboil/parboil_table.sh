@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# parboil_table.sh: the Parboil programs (and samples/x10cuda's) against their baselines, measured side by side.
+#
+#   samples/parboil/parboil_table.sh [-b BUILD_DIR] [-r REPEATS] [--only "B..."] [--sizes "SIZE..."] [--cpu] [--quick]
+#
+#   -b DIR       the build tree (default: build/release under the repository root)
+#   -r R         runs per cell, interleaved across the columns of a row; the median is shown (default 3)
+#   --only       the benchmarks to run (default: every one built: cp mri_q mri_fhd rpes tpacf sad sgemm stencil,
+#                then x10cuda's blackscholes fdtd3d matmul)
+#   --sizes      the generated input sizes (default "default"; a program that lacks one is skipped for it)
+#   --cpu        the CPU table even where GPUs exist
+#   --quick      one run per cell, no host-place columns (a first look, not figures to quote)
+#
+# Columns, per benchmark and size (seconds: the programs' own time_s, computation only; --no-check):
+#   CPU: apgas on this host's CPU place (--cpu, APGAS_NTHREADS=C) and the OpenMP baseline (OMP_NUM_THREADS=C),
+#        C = cores of this machine; then apgas on 1, 2 and 3 host places (mpirun, C/N workers each).
+#   GPU (where nvidia-smi lists GPUs): apgas on one GPU place (APGAS_GPUS=0) and the native CUDA baseline.
+# Ratio lines (ours ÷ anchor; above 1: ours slower): `ratio parboil_<b>_omp`, `ratio parboil_<b>_native`
+# (x10cuda_<b>_... for samples/x10cuda), and the lines-of-code table of each apgas version against its native CUDA
+# version (non-blank lines that are not only a comment; the shared <b>.hpp and common/ are not counted on either
+# side), with `ratio parboil_<b>_loc`.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="$root/build/release"
+repeats=3
+only=""
+sizes="default"
+force_cpu=0
+quick=0
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -b) build="${2:?-b needs a folder}"; shift 2 ;;
+    -r) repeats="${2:?-r needs a number}"; shift 2 ;;
+    --only) only="${2:?--only needs names}"; shift 2 ;;
+    --sizes) sizes="${2:?--sizes needs names}"; shift 2 ;;
+    --cpu) force_cpu=1; shift ;;
+    --quick) quick=1; repeats=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "parboil_table.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "parboil_table.sh: -r '$repeats' is not a positive number" >&2; exit 2; }
+[[ -d "$build" ]] || { echo "parboil_table.sh: no build folder '$build'" >&2; exit 2; }
+build="$(cd "$build" && pwd)"
+
+cores=$(nproc)
+gpus=0
+if [[ $force_cpu -eq 0 ]] && command -v nvidia-smi > /dev/null 2>&1; then
+  gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
+fi
+mpi=(mpirun --oversubscribe)
+[[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
+have_mpi=0
+command -v mpirun > /dev/null 2>&1 && have_mpi=1
+
+# bench <name> -> "<suite> <folder> <apgas program> <native program> <omp program> <apgas source> <native source>"
+bench() {
+  local b=$1 suite=parboil folder="$root/samples/parboil/$1" bin="$build/samples/parboil/$1" prefix=apgas_parboil
+  case "$b" in
+    blackscholes|fdtd3d|matmul) suite=x10cuda; folder="$root/samples/x10cuda/$b"; bin="$build/samples/x10cuda/$b"; prefix=apgas_x10cuda ;;
+  esac
+  echo "$suite $folder $bin/${prefix}_$b $bin/${suite}_${b}_native $bin/${suite}_${b}_omp $folder/$b.cpp $folder/${b}_native.cu"
+}
+all="cp mri_q mri_fhd rpes tpacf sad sgemm stencil blackscholes fdtd3d matmul"
+[[ -n "$only" ]] || only="$all"
+
+# time_of <command...>: the program's time_s, or "fail"
+time_of() {
+  local out
+  if out=$("$@" 2> /dev/null | tail -1) && [[ "$out" =~ time_s=([0-9.]+) ]]; then
+    echo "${BASH_REMATCH[1]}"
+  else
+    echo fail
+  fi
+}
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0 || v[1] == "fail") print "fail"; else print v[int((NR + 1) / 2)] }'
+}
+ratio_line() {  # ratio_line <name> <ours> <anchor>
+  [[ "$2" == fail || "$3" == fail ]] && return
+  awk -v n="$1" -v o="$2" -v a="$3" 'BEGIN { if (a > 0) printf "ratio %s %.3f (ours %s s, anchor %s s)\n", n, o / a, o, a }'
+}
+# loc <file>: non-blank lines that are not only a comment (// lines, and /* */ blocks)
+loc() {
+  awk '
+    { line = $0 }
+    incomment { if (index(line, "*/")) { line = substr(line, index(line, "*/") + 2); incomment = 0 } else next }
+    { while (match(line, /\/\*/)) {
+        rest = substr(line, RSTART + 2)
+        if (index(rest, "*/")) { line = substr(line, 1, RSTART - 1) substr(rest, index(rest, "*/") + 2) }
+        else { line = substr(line, 1, RSTART - 1); incomment = 1 }
+      }
+      sub(/^[ \t]*\/\/.*/, "", line)
+      if (line ~ /[^ \t\r]/) n++ }
+    END { print n + 0 }' "$1"
+}
+
+model=$(lscpu 2> /dev/null | sed -n 's/^Model name: *//p' | head -1)
+if [[ $gpus -gt 0 ]]; then
+  echo "machine: $model, $cores cores; $gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)"
+else
+  echo "machine: $model, $cores cores, no GPU"
+fi
+echo "seconds (time_s, computation only), median of $repeats interleaved runs; CPU columns: $cores threads"
+printf '%-13s %-8s | %9s %9s %6s' benchmark size apgas-cpu openmp ratio
+[[ $quick -eq 0 ]] && printf ' | %9s %9s %9s' "1 host" "2 hosts" "3 hosts"
+[[ $gpus -gt 0 ]] && printf ' | %9s %9s %6s' apgas-gpu native ratio
+echo
+ratios=()
+loc_rows=()
+for b in $only; do
+  read -r suite folder exe native omp src native_src <<< "$(bench "$b")"
+  if [[ ! -x "$exe" ]]; then
+    echo "$(printf '%-13s' "$b") (not built: $exe)"
+    continue
+  fi
+  for size in $sizes; do
+    args=(-q --no-check)
+    [[ "$size" != default ]] && args+=(--size "$size")
+    # A program without this size says so (a usage error): skip the row.
+    if [[ "$size" != default ]] && "$exe" --size "$size" --no-such-option 2>&1 | grep -q -- "--size '$size'"; then
+      continue
+    fi
+    declare -a cpu=() omp_t=() h1=() h2=() h3=() gpu=() nat=()
+    for ((r = 0; r < repeats; r++)); do
+      cpu+=("$(time_of env APGAS_NTHREADS="$cores" APGAS_GPUS=none "$exe" "${args[@]}" --cpu)")
+      [[ -x "$omp" ]] && omp_t+=("$(time_of env OMP_NUM_THREADS="$cores" "$omp" "${args[@]}")")
+      if [[ $quick -eq 0 && $have_mpi -eq 1 ]]; then
+        for np in 1 2 3; do
+          per=$(( cores / np > 0 ? cores / np : 1 ))
+          t=$(time_of env APGAS_TRANSPORT=mpi APGAS_NTHREADS="$per" APGAS_GPUS=none \
+                "${mpi[@]}" -x APGAS_TRANSPORT -x APGAS_NTHREADS -x APGAS_GPUS -np "$np" "$exe" "${args[@]}" --cpu)
+          case $np in 1) h1+=("$t") ;; 2) h2+=("$t") ;; 3) h3+=("$t") ;; esac
+        done
+      fi
+      if [[ $gpus -gt 0 ]]; then
+        gpu+=("$(time_of env APGAS_NTHREADS="$cores" APGAS_GPUS=0 "$exe" "${args[@]}")")
+        [[ -x "$native" ]] && nat+=("$(time_of env OMP_NUM_THREADS="$cores" "$native" "${args[@]}")")
+      fi
+    done
+    c=$(median "${cpu[@]}")
+    o=$(median "${omp_t[@]:-fail}")
+    line=$(printf '%-13s %-8s | %9s %9s %6s' "$b" "$size" "$c" "$o" \
+             "$(awk -v a="$c" -v b="$o" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')")
+    tag="${suite}_${b}"
+    [[ "$size" != default ]] && tag+="_$size"
+    ratios+=("$(ratio_line "${tag}_omp" "$c" "$o")")
+    if [[ $quick -eq 0 ]]; then
+      line+=$(printf ' | %9s %9s %9s' "$(median "${h1[@]:-fail}")" "$(median "${h2[@]:-fail}")" "$(median "${h3[@]:-fail}")")
+    fi
+    if [[ $gpus -gt 0 ]]; then
+      g=$(median "${gpu[@]}")
+      n=$(median "${nat[@]:-fail}")
+      line+=$(printf ' | %9s %9s %6s' "$g" "$n" \
+                "$(awk -v a="$g" -v b="$n" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')")
+      ratios+=("$(ratio_line "${tag}_native" "$g" "$n")")
+    fi
+    echo "$line"
+    unset cpu omp_t h1 h2 h3 gpu nat
+  done
+  if [[ -f "$src" && -f "$native_src" ]]; then
+    a=$(loc "$src")
+    n=$(loc "$native_src")
+    loc_rows+=("$(printf '%-13s %6s %6s %6s' "$b" "$a" "$n" "$(awk -v a="$a" -v n="$n" 'BEGIN { printf "%.2f", a / n }')")")
+    ratios+=("$(awk -v t="${suite}_${b}_loc" -v a="$a" -v n="$n" 'BEGIN { printf "ratio %s %.3f (ours %d lines, anchor %d lines)", t, a / n, a, n }')")
+  fi
+done
+if [[ ${#loc_rows[@]} -gt 0 ]]; then
+  echo
+  echo "lines of code (non-blank, not only a comment): the apgas version <b>.cpp against the native CUDA <b>_native.cu"
+  printf '%-13s %6s %6s %6s\n' benchmark apgas cuda ratio
+  printf '%s\n' "${loc_rows[@]}"
+fi
+echo
+printf '%s\n' "${ratios[@]}" | grep -v '^$' || true
