@@ -145,7 +145,8 @@ void run_task(task* t);
 /// Spawn a ready-made task (fields set) on the calling worker, counting it in its governing finish first.
 void push_task(task* t);
 
-/// Progress hooks (the completion seam), polled by idle workers.
+/// Progress hooks (the completion seam), polled by idle workers. have_progress_hooks: whether any hook needs polling
+/// now (a transport's always; a GPU backend's while GPU work is in flight).
 bool poll_progress() noexcept;
 bool have_progress_hooks() noexcept;
 

@@ -60,7 +60,7 @@ class cuda_accelerator final : public accelerator {
     if (chosen.empty()) return;  // (then d may be null: no driver)
     driver_ = d;
     const int slices = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8);
-    for (int i : chosen) devices_.push_back(std::make_unique<device>(*d, i, cfg.cuda_dma_slice, slices));
+    for (int i : chosen) devices_.push_back(std::make_unique<device>(*d, i, cfg.cuda_dma_slice, slices, demand_));
     enable_peer_access(*d);
   }
 
@@ -73,7 +73,8 @@ class cuda_accelerator final : public accelerator {
   }
   void start(int first_place) override {
     for (std::size_t i = 0; i < devices_.size(); ++i) devices_[i]->set_place(first_place + static_cast<int>(i));
-    if (!devices_.empty()) hook_ = add_progress_hook(&poll_all, this);
+    // Polled only while GPU work is in flight: otherwise idle workers may sleep (no CPU burnt on a GPU host).
+    if (!devices_.empty()) hook_ = add_progress_hook(&poll_all, this, &demand_);
   }
   void stop() override {
     if (hook_ >= 0) remove_progress_hook(hook_);
@@ -154,6 +155,7 @@ class cuda_accelerator final : public accelerator {
 
   static inline const driver* driver_ = nullptr;  // the one driver of the process (set by the first accelerator)
   std::string why_none_;
+  std::atomic<int> demand_{0};  // operations in flight on all GPUs: the progress hook's demand (outlives devices_)
   std::vector<std::unique_ptr<device>> devices_;
   int hook_ = -1;
 };

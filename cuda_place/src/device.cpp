@@ -30,7 +30,8 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 
 }  // namespace
 
-device::device(const driver& d, int ordinal, std::size_t slice_bytes, int slices) : d_(d), ordinal_(ordinal) {
+device::device(const driver& d, int ordinal, std::size_t slice_bytes, int slices, std::atomic<int>& demand)
+    : d_(d), ordinal_(ordinal), demand_(demand) {
   check(d_.cuDeviceGet(&dev_, ordinal), "cuDeviceGet");
   char name[256] = {};
   check(d_.cuDeviceGetName(name, sizeof name - 1, dev_), "cuDeviceGetName");
@@ -132,6 +133,7 @@ void device::die(const std::string& reason) {
     dead_.store(true, std::memory_order_release);
     lost.swap(pending_);
     npending_.store(0, std::memory_order_relaxed);
+    demand_.fetch_sub(static_cast<int>(lost.size()), std::memory_order_release);
   }
   fail(lost, std::make_exception_ptr(dead_place_exception(place_, "apgas: " + where() + " is dead: " + reason)));
 }
@@ -181,6 +183,7 @@ void device::add_pending(pending_op op) {
     if (!dead_.load(std::memory_order_relaxed)) {
       pending_.push_back(std::move(op));
       npending_.fetch_add(1, std::memory_order_release);
+      demand_.fetch_add(1, std::memory_order_release);
       return;
     }
   }
@@ -225,6 +228,7 @@ bool device::poll(CUcontext& current) {
       pending_.pop_back();
     }
     npending_.fetch_sub(static_cast<int>(finished.size()), std::memory_order_release);
+    demand_.fetch_sub(static_cast<int>(finished.size()), std::memory_order_release);
   }
   // Post steps, outside the lock: a woken activity may come straight back to this device.
   for (pending_op& op : finished) {

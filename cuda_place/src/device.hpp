@@ -45,7 +45,9 @@ class device final : public dma_engine, public host_memory {
  public:
   static constexpr int kernel_streams = 4;
 
-  device(const driver& d, int ordinal, std::size_t slice_bytes, int slices);
+  /// `demand`: the backend's count of operations in flight on all its GPUs (its progress hook's demand), kept with
+  /// this device's own.
+  device(const driver& d, int ordinal, std::size_t slice_bytes, int slices, std::atomic<int>& demand);
   ~device();
   device(const device&) = delete;
   device& operator=(const device&) = delete;
@@ -164,7 +166,8 @@ class device final : public dma_engine, public host_memory {
   std::vector<pending_op> pending_;
   std::unordered_map<const void*, function_info> functions_;
   std::string death_;
-  std::atomic<int> npending_{0};
+  std::atomic<int> npending_{0};  // pending_.size(); the backend's demand_ moves with it
+  std::atomic<int>& demand_;
   std::atomic<bool> dead_{false};
 };
 

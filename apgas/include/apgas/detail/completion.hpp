@@ -54,8 +54,11 @@ class finish_token {
 
 /// A progress hook returns true when it made progress (delivered something).
 using progress_fn = bool (*)(void* ctx);
-/// Register a hook that idle workers poll; returns its id. Thread-safe.
-int add_progress_hook(progress_fn fn, void* ctx);
+/// Register a hook that idle workers poll; returns its id. Thread-safe. `demand`, when given, says when the hook
+/// needs polling at all: only while *demand > 0 (work is outstanding that only the hook can complete, e.g. GPU
+/// operations in flight). Without it (a transport: a message may come at any time) idle workers always poll. While no
+/// hook needs polling, an idle worker sleeps until it is given work instead of napping between polls.
+int add_progress_hook(progress_fn fn, void* ctx, const std::atomic<int>* demand = nullptr);
 /// Unregister; after it returns no worker is running the hook any more.
 void remove_progress_hook(int id);
 
