@@ -10,12 +10,13 @@
 
 namespace apgas::detail::gpu {
 
-// One copy. The pumps share it (each holds a reference); chunk i covers bytes [i * slice, i * slice + slice).
+// One copy. The pumps share it (each holds a reference); chunk i covers bytes [i * chunk, i * chunk + chunk).
 struct spooler::job {
   bool to_device = true;
   std::uintptr_t device = 0;  // destination (put) or source (get) on the GPU
   std::byte* host = nullptr;  // source (put; never written) or destination (get)
   std::size_t n = 0;
+  std::size_t chunk = 0;      // chunk_bytes(n): at most a slice
   std::size_t chunks = 0;
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};  // the first pump that fails reports it; the others stop quietly
@@ -61,12 +62,12 @@ void spooler::release(ring& r, std::byte* slice) noexcept {
 
 void spooler::pump(spooler* self, job* j) {
   ring& r = j->to_device ? self->to_device_ : self->to_host_;
-  const std::size_t slice = self->slice_bytes_;
+  const std::size_t chunk = j->chunk;
   while (!j->failed.load(std::memory_order_relaxed)) {
     const std::size_t i = j->next.fetch_add(1, std::memory_order_relaxed);
     if (i >= j->chunks) return;
-    const std::size_t off = i * slice;
-    const std::size_t len = std::min(slice, j->n - off);
+    const std::size_t off = i * chunk;
+    const std::size_t len = std::min(chunk, j->n - off);
     std::byte* s = self->acquire(r);
     try {
       if (j->to_device) {
@@ -85,10 +86,17 @@ void spooler::pump(spooler* self, job* j) {
   }
 }
 
+std::size_t spooler::chunk_bytes(std::size_t n) const noexcept {
+  const std::size_t even = (n + static_cast<std::size_t>(slices_) - 1) / static_cast<std::size_t>(slices_);
+  const std::size_t rounded = (even + chunk_align - 1) / chunk_align * chunk_align;
+  return std::min(slice_bytes_, std::max(rounded, min_chunk));
+}
+
 void spooler::start(job* raw, std::size_t n) {
   std::shared_ptr<job> j(raw);
   j->n = n;
-  j->chunks = (n + slice_bytes_ - 1) / slice_bytes_;
+  j->chunk = chunk_bytes(n);
+  j->chunks = (n + j->chunk - 1) / j->chunk;
   const std::size_t pumps = std::min<std::size_t>(j->chunks, static_cast<std::size_t>(slices_));
   for (std::size_t p = 0; p < pumps; ++p) apgas::async([this, j] { pump(this, j.get()); });
 }

@@ -3,7 +3,9 @@
 //
 // Why: the DMA engine reads and writes only page-locked memory. The driver stages pageable copies itself, but that
 // staging serialises every stream of the device and does not overlap the host-side copy with the transfer. Here a
-// copy of n bytes is cut into chunks of one slice each; a few *pump* activities (at most one per slice) take chunks
+// copy of n bytes is cut into chunks of at most a slice (chunk_bytes: a copy smaller than all the slices together is
+// spread over them, so that a 1 MiB copy is several memcpys in parallel, not one memcpy then one DMA); a few *pump*
+// activities (at most one per slice) take chunks
 // in turn: host->device, a pump memcpys its chunk into a free slice and enqueues the DMA from the slice; device->host,
 // it enqueues the DMA into a slice and memcpys the chunk out once it has landed. While one pump waits for its DMA
 // (parked, its worker free), the others fill slices: the host copies of later chunks overlap the DMA of earlier
@@ -63,6 +65,12 @@ class spooler {
 
   std::size_t slice_bytes() const noexcept { return slice_bytes_; }
   int slices() const noexcept { return slices_; }
+  /// The chunk size of a copy of n bytes: n spread over all the slices (so that a copy smaller than slices * slice
+  /// bytes still has several pumps copying on the host at once, instead of one memcpy then one DMA), rounded up to
+  /// 4 KiB, at least min_chunk (below it a DMA's fixed cost dominates) and at most a slice.
+  std::size_t chunk_bytes(std::size_t n) const noexcept;
+  static constexpr std::size_t min_chunk = 128 * 1024;
+  static constexpr std::size_t chunk_align = 4096;
 
  private:
   struct waiter {

@@ -368,7 +368,11 @@ struct guarded {
   }
 };
 
-std::size_t chunks(std::size_t n, std::size_t slice) { return (n + slice - 1) / slice; }
+/// The DMAs a copy of n bytes takes: one per chunk of the spooler's chunk size.
+std::size_t chunks(const apgas::detail::gpu::spooler& sp, std::size_t n) {
+  const std::size_t c = sp.chunk_bytes(n);
+  return (n + c - 1) / c;
+}
 
 class Spooler : public testing::TestWithParam<int> {};
 
@@ -391,7 +395,7 @@ TEST_P(Spooler, ContentOfEverySizeBothWays) {
       EXPECT_EQ(r.dev.landed_bytes(), total) << n << " bytes: the finish ended before every DMA landed";
       EXPECT_TRUE(device.equals(src)) << n << " bytes host -> device";
       EXPECT_TRUE(device.guards_intact()) << n << " bytes host -> device wrote outside the destination";
-      EXPECT_EQ(r.dev.dmas(0) - h2d_before, chunks(n, slice)) << n << " bytes";
+      EXPECT_EQ(r.dev.dmas(0) - h2d_before, chunks(r.sp, n)) << n << " bytes";
 
       // The device data changes on the device side; read it back into a fresh buffer.
       const std::vector<std::byte> on_device = pattern(n, static_cast<unsigned>(n) + 99);
@@ -403,10 +407,41 @@ TEST_P(Spooler, ContentOfEverySizeBothWays) {
       EXPECT_EQ(r.dev.landed_bytes(), total) << n << " bytes";
       EXPECT_TRUE(back.equals(on_device)) << n << " bytes device -> host";
       EXPECT_TRUE(back.guards_intact()) << n << " bytes device -> host wrote outside the destination";
-      EXPECT_EQ(r.dev.dmas(1) - d2h_before, chunks(n, slice)) << n << " bytes";
+      EXPECT_EQ(r.dev.dmas(1) - d2h_before, chunks(r.sp, n)) << n << " bytes";
     }
     EXPECT_LE(r.dev.max_in_flight(0), 3);
     EXPECT_LE(r.dev.max_in_flight(1), 3);
+  });
+}
+
+// A copy smaller than all the slices together is spread over them (chunk_bytes), so that several pumps copy on the
+// host at once: 8 slices of 1 MiB take a 1 MiB copy as 8 chunks of 128 KiB, 200 KiB as 2 (the 128 KiB floor), 3 MiB
+// as 8 of 384 KiB, 40 MiB as whole slices.
+TEST_P(Spooler, SmallCopiesAreSpreadOverTheSlices) {
+  run_on(GetParam(), [] {
+    constexpr std::size_t MiB = std::size_t{1} << 20;
+    rig r(MiB, 8);
+    EXPECT_EQ(r.sp.chunk_bytes(MiB), 128 * 1024u);
+    EXPECT_EQ(r.sp.chunk_bytes(200 * 1024), 128 * 1024u);
+    EXPECT_EQ(r.sp.chunk_bytes(3 * MiB), 384 * 1024u);
+    EXPECT_EQ(r.sp.chunk_bytes(40 * MiB), MiB);
+    EXPECT_EQ(r.sp.chunk_bytes(1), 128 * 1024u);
+    for (std::size_t n : {MiB, std::size_t{200 * 1024}, 3 * MiB + 5, 40 * MiB}) {
+      const std::vector<std::byte> src = pattern(n, static_cast<unsigned>(n) + 7);
+      guarded device(n);
+      const std::uint64_t before = r.dev.dmas(0);
+      apgas::finish([&] { r.sp.put(addr(device.data()), src.data(), n); });
+      EXPECT_TRUE(device.equals(src)) << n << " bytes host -> device";
+      EXPECT_TRUE(device.guards_intact()) << n;
+      EXPECT_EQ(r.dev.dmas(0) - before, chunks(r.sp, n)) << n << " bytes";
+      guarded back(n);
+      apgas::finish([&] { r.sp.get(back.data(), addr(device.data()), n); });
+      EXPECT_TRUE(back.equals(src)) << n << " bytes device -> host";
+      EXPECT_TRUE(back.guards_intact()) << n;
+    }
+    EXPECT_EQ(chunks(r.sp, MiB), 8u);
+    EXPECT_LE(r.dev.max_in_flight(0), 8);
+    EXPECT_LE(r.dev.max_in_flight(1), 8);
   });
 }
 

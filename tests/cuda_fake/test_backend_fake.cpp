@@ -209,7 +209,13 @@ TEST_P(FakeGpuCopy, HostToGpuAndBackAllSizes) {
           auto a = apgas::make_remote_array<std::uint8_t>(g, off + n + 7);
           const long long ops = counter(dev, "h2d_ops");
           const long long bytes = counter(dev, "h2d_bytes");
-          const std::size_t chunks = (n + slice - 1) / slice;
+          // Pageable copies go through the spooler in chunks of at most a slice; one smaller than all the slices
+          // together is spread over them in chunks of at least 128 KiB (spooler::chunk_bytes).
+          const std::size_t fewest = (n + slice - 1) / slice;
+          const std::size_t most = std::max(fewest, (n + 128 * KiB - 1) / (128 * KiB));
+          const auto chunked = [&](long long ops) {
+            return ops >= static_cast<long long>(fewest) && ops <= static_cast<long long>(most);
+          };
           if (pinned) {
             const apgas::pinned_vector<std::uint8_t> p = pinned_copy(src);
             ASSERT_TRUE(apgas::is_pinned(p.data(), p.size())) << where;
@@ -218,7 +224,7 @@ TEST_P(FakeGpuCopy, HostToGpuAndBackAllSizes) {
           } else {
             ASSERT_FALSE(apgas::is_pinned(src.data(), src.size())) << where;
             apgas::finish([&] { apgas::async_copy(std::span<const std::uint8_t>(src), a, off); });
-            EXPECT_EQ(counter(dev, "h2d_ops") - ops, static_cast<long long>(chunks)) << "one DMA per slice" << where;
+            EXPECT_TRUE(chunked(counter(dev, "h2d_ops") - ops)) << "one DMA per chunk" << where;
           }
           EXPECT_EQ(counter(dev, "h2d_bytes") - bytes, static_cast<long long>(n)) << where;
           const std::vector<std::uint8_t> on_device = fake().read<std::uint8_t>(dev, a.token(), off + n + 7);
@@ -239,7 +245,7 @@ TEST_P(FakeGpuCopy, HostToGpuAndBackAllSizes) {
             std::vector<std::uint8_t> back(n, 0x5A);
             apgas::finish([&] { apgas::async_copy(a, off, std::span<std::uint8_t>(back)); });
             EXPECT_EQ(first_difference(back, src), -1) << where;
-            EXPECT_EQ(counter(dev, "d2h_ops") - dops, static_cast<long long>(chunks)) << where;
+            EXPECT_TRUE(chunked(counter(dev, "d2h_ops") - dops)) << "one DMA per chunk" << where;
           }
           apgas::free_remote_array(a);
         }
