@@ -1,5 +1,5 @@
 #pragma once
-// The runtime across host places (dist.cpp): what runtime.cpp calls to start and stop it.
+// The runtime across host places (dist_life.cpp): what runtime.cpp calls to start and stop it.
 #include <apgas/transport/transport.hpp>
 
 #include <cstddef>

@@ -68,8 +68,9 @@ void finish_state::wait() {
     run_task(item_task(it));
     w = this_worker();
   }
-  // With remote activities outstanding the home record holds a token (dist.cpp), so count_ == 1 means done either
-  // way. With a home record, what is left may be only other hosts' reports: wait by polling while the worker is free.
+  // With remote activities outstanding the home record holds a token (dist_finish.cpp), so count_ == 1 means done
+  // either way. With a home record, what is left may be only other hosts' reports: wait by polling while the worker
+  // is free.
   if (count_.load(std::memory_order_acquire) != 1 && dist() != nullptr) {
     poll_until([](const void* fs) { return static_cast<const finish_state*>(fs)->count() == 1; }, this);
   }

@@ -8,10 +8,10 @@
 // brings count_ to 0 — the waiter's publish or the last child — wakes the waiter, exactly once. After its
 // decrement a child never touches the state again (the waiter may have destroyed it).
 // The acq_rel decrements order every child's exception (and all its writes) before the waiter's return.
-// Across hosts (dist.cpp): once an activity of the finish is sent to another host the finish gets a home record,
-// which holds one extra token in count_ while any remote activity (or message) is outstanding, so count_ reaching
-// 0 still means "terminated"; see docs/architecture.md, "Distributed finish". At other places the finish is
-// represented by proxies (is_proxy()).
+// Across hosts (dist_finish.cpp): once an activity of the finish is sent to another host the finish gets a home
+// record, which holds one extra token in count_ while any remote activity (or message) is outstanding, so count_
+// reaching 0 still means "terminated"; see docs/architecture.md, "Distributed finish". At other places the finish
+// is represented by proxies (is_proxy()).
 
 #include <apgas/detail/spin_mutex.hpp>
 
@@ -25,9 +25,9 @@ namespace apgas::detail {
 
 struct fiber_ctx;
 struct dist_home;
-/// dist.cpp: a proxy's activity ended.
+/// dist_finish.cpp: a proxy's activity ended.
 void proxy_complete(finish_state& fs) noexcept;
-/// dist.cpp: after the waiter of a distributed finish woke, forget its home record.
+/// dist_finish.cpp: after the waiter of a distributed finish woke, forget its home record.
 void home_done(finish_state& fs) noexcept;
 
 class finish_state {
@@ -38,7 +38,7 @@ class finish_state {
 
   void spawned() noexcept { count_.fetch_add(1, std::memory_order_relaxed); }
   void complete() noexcept;
-  /// Distributed finish (dist.cpp): the home record once an activity of this finish went to another host; null
+  /// Distributed finish (dist_finish.cpp): the home record once an activity of this finish went to another host; null
   /// while the finish is local-only (then no message is ever sent for it).
   dist_home* dist() const noexcept { return dist_.load(std::memory_order_acquire); }
   void set_dist(dist_home* d) noexcept { dist_.store(d, std::memory_order_release); }

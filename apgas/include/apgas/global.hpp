@@ -39,7 +39,7 @@ std::uint64_t place_local_new_id();
 /// Remote arrays of this place (bulk transfers into and out of them are bounds-checked against this registry).
 void array_register(std::uintptr_t addr, std::size_t bytes);
 void array_unregister(std::uintptr_t addr);
-/// Bulk copies to/from another host place, counted by the caller's innermost finish (dist.cpp).
+/// Bulk copies to/from another host place, counted by the caller's innermost finish (dist_copy.cpp).
 void put_bytes(place p, std::uintptr_t to, std::span<const std::byte> data);
 void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into);
 template <class T>
@@ -385,7 +385,7 @@ class team {
 };
 
 namespace detail {
-/// Every other place's bytes, by rank, at every place (dist.cpp); this place's own entry is left empty (the caller
+/// Every other place's bytes, by rank, at every place (dist_team.cpp); this place's own entry is left empty (the caller
 /// has its bytes).
 std::vector<std::vector<std::byte>> team_allgather(std::span<const std::byte> mine);
 }  // namespace detail

@@ -2,7 +2,7 @@
 #pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file transport.hpp
 /// The seam between the runtime and the network: moves bytes between host places. Not API for applications; the
-/// runtime (apgas/src/dist.cpp) is its only user, and it never sees user types — only messages already encoded.
+/// runtime (apgas/src/dist*.cpp) is its only user, and it never sees user types — only messages already encoded.
 ///
 /// Contract (every backend):
 ///  - rank()/size(): this host place and the number of host places; fixed for the life of the process.

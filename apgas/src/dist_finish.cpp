@@ -1,0 +1,186 @@
+// The distributed finish: the counting of activity messages at their sender and their receiver, the reports of
+// proxies, the hooks called by finish_state (home_done, proxy_complete). The protocol of the distributed finish is
+// documented in docs/architecture.md ("Distributed finish"); the comments here name its steps. The records
+// (dist_home, proxy) and rebalance_locked are in dist_state.hpp; the handlers here run under dist.cpp's invariant.
+//
+// Invariants:
+//  - Counting (per finish F): the sender of an activity message counts it (home: balance[dst] += 1; proxy:
+//    sends[dst] += 1) *before* the message is handed to the transport; the receiver counts the receipt (home:
+//    balance[here] -= 1; proxy: receipts += 1) and F's local count += 1 in one step under the table lock.
+//  - A proxy exists exactly while its local count is > 0; when it drops to 0 the proxy sends one report (its sends,
+//    receipts and exceptions since it was created) to the home and is destroyed.
+//  - The home wakes F's waiter exactly once: when its local count is 0 and every balance entry is 0.
+#include "dist_state.hpp"
+
+#include "finish.hpp"
+
+#include <apgas/error.hpp>
+#include <apgas/serialization/archive.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace apgas::detail {
+
+// The global id of finish `fs` for a message about to leave for `dst`, counting that message (sender side of the
+// protocol). Creates the home record on the first remote activity of a finish homed here.
+fid count_send(finish_state& fs, int dst) {
+  dist_state& d = *g_dist;
+  if (fs.is_proxy()) {
+    auto& p = static_cast<proxy&>(fs);
+    std::lock_guard lock(d.mutex);
+    p.sends[dst] += 1;
+    return {p.home, p.serial};
+  }
+  dist_home* h = fs.dist();
+  if (h == nullptr) {
+    std::lock_guard lock(d.mutex);
+    h = fs.dist();
+    if (h == nullptr) {
+      if (d.spare_homes.empty()) {
+        h = new dist_home;
+        h->balance.assign(static_cast<std::size_t>(d.size), 0);
+      } else {
+        h = d.spare_homes.back();
+        d.spare_homes.pop_back();
+      }
+      h->serial = d.next_serial++;
+      d.homes.emplace(h->serial, &fs);
+      fs.set_dist(h);
+    }
+  }
+  bool drop = false;
+  {
+    std::lock_guard lock(h->mutex);
+    drop = rebalance_locked(fs, *h, [&] { h->add(dst, +1); });
+  }
+  if (drop) fs.complete();  // only when a -1 was outstanding; the sender is alive, so this never ends the finish
+  return {static_cast<std::uint64_t>(d.rank), h->serial};
+}
+
+// Receiver side: the finish that governs an arriving activity, with the receipt counted.
+finish_state& count_receipt(fid f) {
+  dist_state& d = *g_dist;
+  if (f.home >= static_cast<std::uint64_t>(d.size)) {
+    throw serialization_error("apgas: malformed message: finish home " + std::to_string(f.home) +
+                              " is not a host place (there are " + std::to_string(d.size) + ")");
+  }
+  std::lock_guard lock(d.mutex);
+  if (f.home == static_cast<std::uint64_t>(d.rank)) {
+    auto it = d.homes.find(f.serial);
+    if (it == d.homes.end()) {
+      throw serialization_error("apgas: malformed message: finish " + std::to_string(f.serial) +
+                                " is not alive at place " + std::to_string(d.rank));
+    }
+    finish_state& fs = *it->second;
+    dist_home& h = *fs.dist();
+    bool drop = false;
+    {
+      std::lock_guard hl(h.mutex);
+      fs.spawned();  // the arriving activity: counted before the token can go
+      drop = rebalance_locked(fs, h, [&] { h.add(d.rank, -1); });
+    }
+    if (drop) fs.complete();
+    return fs;
+  }
+  proxy*& p = d.proxies[{f.home, f.serial}];
+  if (p == nullptr) p = new proxy(f.home, f.serial);
+  p->receipts += 1;
+  p->spawned();
+  return *p;
+}
+
+void deliver_report(int src, reader& r) {
+  dist_state& d = *g_dist;
+  std::uint64_t serial = 0;
+  r & serial;
+  const std::size_t n = r.read_length(12, "report");
+  std::vector<std::pair<int, long>> sends(n);
+  for (auto& [dst, count] : sends) {
+    std::int32_t dd = 0;
+    std::int64_t cc = 0;
+    r & dd & cc;
+    if (dd < 0 || dd >= d.size) throw serialization_error("apgas: malformed report: place " + std::to_string(dd));
+    dst = dd;
+    count = static_cast<long>(cc);
+  }
+  std::int64_t receipts = 0;
+  r & receipts;
+  const std::size_t ne = r.read_length(1, "report exceptions");
+  std::vector<std::exception_ptr> es;
+  for (std::size_t i = 0; i < ne; ++i) es.push_back(decode_exception(r));
+
+  finish_state* fs = nullptr;
+  {
+    std::lock_guard lock(d.mutex);
+    auto it = d.homes.find(serial);
+    if (it == d.homes.end()) {
+      std::fprintf(stderr, "apgas: place %d: a report from place %d for finish %llu, which is not alive here\n",
+                   d.rank, src, static_cast<unsigned long long>(serial));
+      return;
+    }
+    fs = it->second;
+  }
+  for (auto& e : es) fs->add_exception(std::move(e));
+  dist_home& h = *fs->dist();
+  bool drop = false;
+  {
+    std::lock_guard hl(h.mutex);
+    drop = rebalance_locked(*fs, h, [&] {
+      for (auto [dst, count] : sends) h.add(dst, count);
+      h.add(src, -receipts);
+    });
+  }
+  if (drop) fs->complete();  // may end the finish: h is not touched after this
+}
+
+// ---- distributed finish: the hooks called by finish_state ----
+
+void home_done(finish_state& fs) noexcept {
+  dist_home* h = fs.dist();
+  fs.set_dist(nullptr);
+  // The finish ended: every balance entry is 0 and nobody is inside h's lock (dist_home's comment), so the record
+  // can serve the next finish as it is.
+  std::lock_guard lock(g_dist->mutex);
+  g_dist->homes.erase(h->serial);
+  if (h->unbalanced == 0 && g_dist->spare_homes.size() < dist_state::max_spare_homes) {
+    g_dist->spare_homes.push_back(h);  // within the reserved capacity: does not throw
+  } else {
+    delete h;
+  }
+}
+
+void proxy_complete(finish_state& fs) noexcept {
+  auto& p = static_cast<proxy&>(fs);
+  dist_state& d = *g_dist;
+  {
+    std::lock_guard lock(d.mutex);
+    if (p.add_count(-1) != 0) return;
+    d.proxies.erase({p.home, p.serial});
+  }
+  // Quiescent: one report with everything since the proxy was created, then the proxy is gone.
+  try {
+    writer w = message_writer(128);
+    w & msg::report & p.serial;
+    w.write_length(p.sends.size());
+    for (auto [dst, count] : p.sends) w & static_cast<std::int32_t>(dst) & static_cast<std::int64_t>(count);
+    w & static_cast<std::int64_t>(p.receipts);
+    std::vector<std::exception_ptr> es = p.take_exceptions_quiescent();
+    w.write_length(es.size());
+    for (const auto& e : es) encode_exception(w, e);
+    send(static_cast<int>(p.home), std::move(w));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "apgas: place %d could not report to place %llu: %s\n", d.rank,
+                 static_cast<unsigned long long>(p.home), e.what());
+    std::abort();  // the finish at the home could never terminate
+  }
+  delete &p;
+}
+
+}  // namespace apgas::detail

@@ -1,0 +1,152 @@
+#pragma once
+// The state of the runtime across host places, shared by the files that implement it (dist.cpp, dist_finish.cpp,
+// dist_wire.cpp, dist_copy.cpp, dist_team.cpp, dist_life.cpp): the message kinds, the records of the distributed
+// finish, the tables of dist_state, and the functions these files call in one another. Private: never installed.
+#include "dist.hpp"
+#include "finish.hpp"
+
+#include <apgas/detail/completion.hpp>
+#include <apgas/detail/spin_mutex.hpp>
+#include <apgas/detail/task.hpp>
+#include <apgas/serialization/archive.hpp>
+#include <apgas/transport/transport.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory_resource>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace apgas::detail {
+
+// Message kinds. The values are the wire format: never renumber, only add.
+enum class msg : std::uint8_t {
+  async_activity = 1,  // u64 fid home, u64 serial, u64 0, u32 closure id, payload
+  at_activity = 2,     // u64 fid home, u64 serial, u64 reply token, u32 closure id, payload
+  at_reply = 3,        // u64 token, u8 ok, payload (result or exception)
+  report = 4,          // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions
+  shutdown = 5,        // i32 exit code
+  team_contrib = 6,    // u64 seq, bytes (to every other place)
+  bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
+  bulk_get = 9,        // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
+  hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message
+};
+
+// The home record of a finish with remote activities. While some balance entry is nonzero the record holds one
+// token in the finish's local count (the "remote token"), so the finish's ordinary count alone decides
+// termination: whoever drops the last token wakes the waiter, exactly once. A token is taken under the record's
+// lock (when the balance leaves all-zero) and dropped *after* unlocking (when it returns to all-zero): the waiter
+// may delete the record the moment the count reaches 0, so nobody may still be inside its lock then.
+struct dist_home {
+  std::uint64_t serial = 0;
+  spin_mutex mutex;
+  std::vector<long> balance;  // per host place: activities sent there minus activities received there
+  long unbalanced = 0;        // number of nonzero entries of balance
+
+  void add(int place, long delta) {
+    long& b = balance[static_cast<std::size_t>(place)];
+    const bool was = b != 0;
+    b += delta;
+    unbalanced += (b != 0) - (was ? 1 : 0);
+  }
+};
+
+// Under h.mutex: apply `change` to the balance; take the remote token if the balance left all-zero. Returns true
+// if it returned to all-zero: the caller then drops the token (fs.complete()) after unlocking.
+template <class Change>
+bool rebalance_locked(finish_state& fs, dist_home& h, Change change) {
+  const bool before = h.unbalanced != 0;
+  change();
+  const bool after = h.unbalanced != 0;
+  if (!before && after) fs.spawned();
+  return before && !after;
+}
+
+struct proxy final : finish_state {
+  proxy(std::uint64_t h, std::uint64_t s) : finish_state(nullptr), home(h), serial(s) { make_proxy(); }
+  // One per arriving activity of a remote finish, in the common case: from the per-thread task cache, not the heap.
+  static void* operator new(std::size_t n) { return task::operator new(n); }
+  static void operator delete(void* p, std::size_t n) noexcept { task::operator delete(p, n); }
+  std::uint64_t home;
+  std::uint64_t serial;
+  std::map<int, long> sends;
+  long receipts = 0;
+};
+
+struct pending_at {
+  completion done;
+  bool ok = false;
+  std::vector<std::byte> reply;
+};
+
+struct team_slot {
+  std::vector<std::vector<std::byte>> parts;  // contributions by rank
+  int arrived = 0;
+  completion* waiter = nullptr;
+};
+
+struct dist_state final : transport::handler {
+  transport::transport* tp = nullptr;
+  int rank = 0;
+  int size = 1;
+  int hook = -1;
+
+  spin_mutex mutex;  // guards every table below (short sections, taken on every message)
+  // The tables' nodes come from this pool (guarded by the same mutex): no heap allocation per message once warm.
+  std::pmr::unsynchronized_pool_resource pool;
+  std::uint64_t next_serial = 1;
+  std::pmr::unordered_map<std::uint64_t, finish_state*> homes{&pool};  // serial -> finish homed here
+  std::pmr::map<std::pair<std::uint64_t, std::uint64_t>, proxy*> proxies{&pool};
+  static constexpr std::size_t max_spare_homes = 64;
+  std::vector<dist_home*> spare_homes;  // home records of ended finishes, reused (all-zero balance, sized)
+  std::uint64_t next_token = 1;
+  std::pmr::unordered_map<std::uint64_t, pending_at*> ats{&pool};
+  std::uint64_t team_seq = 0;
+  std::pmr::map<std::uint64_t, team_slot> team{&pool};
+  std::uint64_t next_ticket = 1;
+  std::pmr::unordered_map<std::uint64_t, std::span<std::byte>> tickets{&pool};  // where answers to our bulk_gets go
+
+  std::atomic<int> exit_code{-1};  // set by the shutdown message
+
+  void on_message(int src, std::span<const std::byte> bytes) override;
+
+  dist_state() { spare_homes.reserve(max_spare_homes); }  // home_done keeps records without allocating
+  dist_state(const dist_state&) = delete;
+  dist_state& operator=(const dist_state&) = delete;
+  ~dist_state() {
+    for (dist_home* h : spare_homes) delete h;
+  }
+};
+
+// The state of this process's run across host places: set by dist_start, deleted by dist_finalize (dist_life.cpp).
+extern dist_state* g_dist;
+
+// ---- sending (dist.cpp) ----
+void send(int dst, writer&& w);
+writer message_writer(std::size_t reserve);
+
+struct fid {
+  std::uint64_t home;
+  std::uint64_t serial;
+};
+
+// ---- distributed finish (dist_finish.cpp) ----
+fid count_send(finish_state& fs, int dst);
+finish_state& count_receipt(fid f);
+void deliver_report(int src, reader& r);
+
+// ---- exceptions on the wire (dist_wire.cpp) ----
+void encode_exception(writer& w, const std::exception_ptr& e);
+std::exception_ptr decode_exception(reader& r);
+
+// ---- the other message handlers, called by dist_state::on_message (dist.cpp) ----
+void deliver_put(int src, reader& r);                                     // dist_copy.cpp
+void deliver_get(int src, reader& r);                                     // dist_copy.cpp
+void deliver_team(reader& r, int src, std::span<const std::byte> bytes);  // dist_team.cpp
+
+}  // namespace apgas::detail

@@ -1,0 +1,81 @@
+// Global data at this place (global.hpp): the table of place_local_handle instances (id -> object) and the check
+// that names the home of a global_ref or remote_array used elsewhere (not_at_home).
+#include <apgas/error.hpp>
+#include <apgas/global.hpp>
+#include <apgas/place.hpp>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+// ---- global data (global.hpp) ----
+namespace apgas {
+namespace detail {
+namespace {
+struct place_local_table {
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, std::pair<void*, void (*)(void*)>> objects;
+  std::uint64_t next = 1;
+};
+place_local_table& locals() {
+  static place_local_table t;
+  return t;
+}
+}  // namespace
+
+void not_at_home(const char* what, int home) {
+  throw bad_place_exception(std::string(what) + ": the data lives at place " + std::to_string(home) +
+                            " and is used at place " + std::to_string(here_id()) +
+                            " (go there with at/async_at, or copy it with async_copy)");
+}
+
+int here_id() { return here().id(); }
+
+std::uint64_t place_local_new_id() {
+  auto& t = locals();
+  std::lock_guard lock(t.mutex);
+  // Unique across places: the creating place in the top bits.
+  return (static_cast<std::uint64_t>(here_id()) << 40) | t.next++;
+}
+
+void place_local_put(std::uint64_t id, void* obj, void (*destroy)(void*)) {
+  auto& t = locals();
+  std::pair<void*, void (*)(void*)> old{nullptr, nullptr};
+  {
+    std::lock_guard lock(t.mutex);
+    auto& slot = t.objects[id];
+    old = slot;
+    slot = {obj, destroy};
+  }
+  if (old.first != nullptr) old.second(old.first);
+}
+
+void* place_local_get(std::uint64_t id) {
+  auto& t = locals();
+  std::lock_guard lock(t.mutex);
+  auto it = t.objects.find(id);
+  if (it == t.objects.end()) {
+    throw bad_place_exception("apgas::place_local_handle: place " + std::to_string(here().id()) +
+                              " has no instance of handle " + std::to_string(id) +
+                              " (it was not among the places given to make_place_local, or it was freed)");
+  }
+  return it->second.first;
+}
+
+void place_local_erase(std::uint64_t id) {
+  auto& t = locals();
+  std::pair<void*, void (*)(void*)> old{nullptr, nullptr};
+  {
+    std::lock_guard lock(t.mutex);
+    auto it = t.objects.find(id);
+    if (it == t.objects.end()) return;
+    old = it->second;
+    t.objects.erase(it);
+  }
+  old.second(old.first);
+}
+}  // namespace detail
+
+}  // namespace apgas
