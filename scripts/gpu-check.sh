@@ -11,7 +11,7 @@
 #   --quick   fewer repeats (a first look, not figures to quote)
 #   --budget S  the whole check's time in seconds (default 900); every step's own limit shrinks in proportion
 #
-# Runs, each within its own time budget (about 15 minutes in all on one H100):
+# Runs, each within its own share of the budget (at most 15 minutes in all; 48 s on one H100 without Parboil):
 #   1. ctest -L gpu (kernels and copies on real GPUs, the review items only a GPU settles) and the k-means sample's
 #      GPU tests (GPU places vs CPU places, the native CUDA baseline); one row per test case;
 #   2. apgas_bench_gpu: launch round trip, copies from pageable (the spooler) and pinned memory in both directions
