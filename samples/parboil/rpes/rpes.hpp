@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,12 +34,12 @@
 
 namespace rpes {
 
-inline constexpr int block_size = 64;      // Parboil's BLOCK_SIZE: threads per block = primitive combinations
-inline constexpr int grid_max = 65535;     // Parboil's GRID_SIZE: blocks per launch (the grids are chunked)
+inline constexpr int block_size = 64;            // Parboil's BLOCK_SIZE: threads per block = primitive combinations
+inline constexpr int grid_max = 65535;           // Parboil's GRID_SIZE: blocks per launch (the grids are chunked)
 inline constexpr std::size_t out_lines = 20000;  // Parboil writes (and compare-output checks) the first 20 000
-inline constexpr int max_atoms = 256;      // the descriptor's 8-bit atom ids
-inline constexpr int max_basis_prims = 256;  // ... its 8-bit primitive offsets
-inline constexpr int max_shell_prims = 8;  // a quartet (s s|s s) has n^4 <= 4096 combinations: <= 64 blocks
+inline constexpr int max_atoms = 256;            // the descriptor's 8-bit atom ids
+inline constexpr int max_basis_prims = 256;      // ... its 8-bit primitive offsets
+inline constexpr int max_shell_prims = 8;        // a quartet (s s|s s) has n^4 <= 4096 combinations: <= 64 blocks
 
 // ---- data ---------------------------------------------------------------------------------------------------------
 
@@ -62,15 +63,23 @@ struct range {  // Parboil's uint2 FinalReduce: a quartet's blocks [first, first
 struct element {
   std::string name;
   std::vector<int> shells;
+  template <class A>
+  void serialize(A& a) {  // (the apgas version ships the input to every host)
+    a& name& shells;
+  }
 };
 
 /// Parboil's input: the basis set (elements, their primitives in order) and the molecule (atoms and their element).
 struct input {
   std::vector<element> basis;
   std::vector<prim> prims;
-  std::vector<int> types;   // per atom: index into basis
+  std::vector<int> types;  // per atom: index into basis
   std::vector<atom4> atoms;
   std::vector<shell> shells;  // derived: the molecule's shells, atom by atom (Parboil's ComputeShell)
+  template <class A>
+  void serialize(A& a) {
+    a& basis& prims& types& atoms& shells;
+  }
 };
 
 /// The molecule's shells from its atoms' elements (each element's primitives start where the previous ones end).
@@ -147,22 +156,37 @@ RPES_HD inline T primitive_eri(const atom4& A, const atom4& B, const atom4& C, c
 
 // ---- Parboil's work descriptors -------------------------------------------------------------------------------------
 
-/// What a block of ComputeX reads from its descriptor: the quartet's primitive counts, atoms and primitive offsets.
+/// What a thread of ComputeX reads through its block's descriptor: the quartet's primitive counts, atoms and
+/// primitive offsets, and where the block's 64 primitive combinations start.
 struct quartet_view {
-  int a1, a2, a3, a4, o1, o2, o3, o4;
+  int a1, a2, a3, a4, o1, o2, o3, o4, k0;
   atom4 A, B, C, D;
+  const prim* p;
   std::uint64_t m1, m2, m3;  // ceil(2^32 / (a2 a3 a4)), ceil(2^32 / (a3 a4)), ceil(2^32 / a4) (see integral)
-  RPES_HD quartet_view(const work& w, const atom4* xyz)
-      : a1(w.counts >> 12 & 15), a2(w.counts >> 8 & 15), a3(w.counts >> 4 & 15), a4(w.counts & 15),
-        o1(w.offsets >> 24), o2(w.offsets >> 16 & 255), o3(w.offsets >> 8 & 255), o4(w.offsets & 255),
-        A(xyz[w.atoms >> 24]), B(xyz[w.atoms >> 16 & 255]), C(xyz[w.atoms >> 8 & 255]), D(xyz[w.atoms & 255]),
+  /// Block `block` (its descriptor w), coordinates xyz, the basis set's primitives prims.
+  RPES_HD quartet_view(const work& w, long block, const atom4* xyz, const prim* prims)
+      : a1(w.counts >> 12 & 15),
+        a2(w.counts >> 8 & 15),
+        a3(w.counts >> 4 & 15),
+        a4(w.counts & 15),
+        o1(w.offsets >> 24),
+        o2(w.offsets >> 16 & 255),
+        o3(w.offsets >> 8 & 255),
+        o4(w.offsets & 255),
+        k0(static_cast<int>(block - w.first) * block_size),
+        A(xyz[w.atoms >> 24]),
+        B(xyz[w.atoms >> 16 & 255]),
+        C(xyz[w.atoms >> 8 & 255]),
+        D(xyz[w.atoms & 255]),
+        p(prims),
         m1((std::uint64_t{1} << 32) / static_cast<std::uint32_t>(a2 * a3 * a4) + 1),
         m2((std::uint64_t{1} << 32) / static_cast<std::uint32_t>(a3 * a4) + 1),
         m3((std::uint64_t{1} << 32) / static_cast<std::uint32_t>(a4) + 1) {}
-  /// Primitive combination k of the quartet (0 past its a1 a2 a3 a4 combinations). Parboil's GetNs splits k into
-  /// (n1, n2, n3, n4) with three fast float divisions; here k / m is (k * ceil(2^32 / m)) >> 32, a multiplication,
-  /// exact while k m < 2^32 (k < 4096, m <= 512).
-  RPES_HD float integral(int k, const prim* p) const {
+  /// The integral of thread t of the block: primitive combination k = k0 + t of the quartet (0 past its a1 a2 a3 a4
+  /// combinations). Parboil's GetNs splits k into (n1, n2, n3, n4) with three fast float divisions; here k / m is
+  /// (k * ceil(2^32 / m)) >> 32, a multiplication, exact while k m < 2^32 (k < 4096, m <= 512).
+  RPES_HD float integral(int t) const {
+    const int k = k0 + t;
     if (k >= a1 * a2 * a3 * a4) return 0.0f;
     const auto u = static_cast<std::uint64_t>(k);
     const int n1 = static_cast<int>(u * m1 >> 32), n12 = static_cast<int>(u * m2 >> 32);
@@ -190,10 +214,12 @@ inline std::vector<quartet> quartets(std::size_t shells) {
 inline int combinations(const std::vector<shell>& s, quartet q) {
   return s[q.s1].count * s[q.s2].count * s[q.s3].count * s[q.s4].count;
 }
-inline int blocks_of(const std::vector<shell>& s, quartet q) { return (combinations(s, q) + block_size - 1) / block_size; }
+inline int blocks_of(const std::vector<shell>& s, quartet q) {
+  return (combinations(s, q) + block_size - 1) / block_size;
+}
 
-/// The blocks of DoReduction: threads = the largest number of blocks of a quartet, rounded up to a power of two (Parboil
-/// uses that number itself, whose halving tree skips values when it is not a power of two).
+/// The blocks of DoReduction: threads = the largest number of blocks of a quartet, rounded up to a power of two
+/// (Parboil uses that number itself, whose halving tree skips values when it is not a power of two).
 inline int reduction_threads(const std::vector<shell>& s) {
   int n = 0;
   for (const shell& x : s) n = std::max(n, x.count);
@@ -218,10 +244,11 @@ inline block_work distribute(const std::vector<shell>& s, std::span<const quarte
   for (const quartet q : qs) {
     const shell &a = s[q.s1], &b = s[q.s2], &c = s[q.s3], &d = s[q.s4];
     const auto first = static_cast<std::uint32_t>(w.blocks.size());
-    const work x{static_cast<std::uint32_t>(a.count << 12 | b.count << 8 | c.count << 4 | d.count),
-                 static_cast<std::uint32_t>(a.atom) << 24 | static_cast<std::uint32_t>(b.atom << 16 | c.atom << 8 | d.atom),
-                 static_cast<std::uint32_t>(a.first) << 24 | static_cast<std::uint32_t>(b.first << 16 | c.first << 8 | d.first),
-                 first};
+    const work x{
+        static_cast<std::uint32_t>(a.count << 12 | b.count << 8 | c.count << 4 | d.count),
+        static_cast<std::uint32_t>(a.atom) << 24 | static_cast<std::uint32_t>(b.atom << 16 | c.atom << 8 | d.atom),
+        static_cast<std::uint32_t>(a.first) << 24 | static_cast<std::uint32_t>(b.first << 16 | c.first << 8 | d.first),
+        first};
     const int nb = blocks_of(s, q);
     w.blocks.insert(w.blocks.end(), static_cast<std::size_t>(nb), x);
     w.final.push_back({first, static_cast<std::uint32_t>(nb)});
@@ -245,22 +272,24 @@ inline std::pair<long, long> share(const std::vector<shell>& s, std::span<const 
 
 // ---- sizes and the generated input --------------------------------------------------------------------------------
 
-/// The sizes --size accepts (small, default, h100). Parboil ships no rpes input; these are synthetic molecules of H, C, N and O atoms:
-///   small:   10 atoms, 25 shells of 1-3 primitives: 20 475 quartets, 0.3 M integrals (tests);
-///   default: 16 atoms, 40 shells of 3-8 primitives: 123 410 quartets, ~0.2 G integrals;
-///   h100:    38 atoms, 93 shells of 5-8 primitives: 3.2 M quartets, ~10 G integrals (parboil.md §7: >= 1e10).
+/// The sizes --size accepts (small, default, h100). Parboil ships no rpes input; these are synthetic molecules of H, C,
+/// N and O atoms:
+///   small:   10 atoms,  25 shells of 1-3 primitives:    20 475 quartets,    0.22 M integrals (tests);
+///   default: 16 atoms,  40 shells of 3-8 primitives:   123 410 quartets,    99 M integrals,  1.6 M blocks;
+///   h100:    44 atoms, 110 shells of 5-8 primitives: 6 438 740 quartets, 11.8 G integrals, 186 M blocks (3 GB of
+///            descriptors; parboil.md §7 asks for >= 1e10 integrals).
 /// The generated input of a size (deterministic: parboil::random).
 inline input generate(std::string_view size) {
   struct kind {
     const char* name;
-    float amax;                            // the largest exponent of the element
+    float amax;                           // the largest exponent of the element
     std::vector<int> small, large, huge;  // primitives per shell, per size set
   };
   const std::vector<kind> kinds = {{"H", 20.0f, {2, 1}, {6, 3}, {7, 5}},
                                    {"C", 80.0f, {3, 2, 1}, {8, 6, 4}, {8, 7, 6}},
                                    {"N", 100.0f, {3, 2, 1}, {8, 5, 3}, {8, 6, 5}},
                                    {"O", 120.0f, {3, 2, 1}, {8, 7, 4}, {8, 8, 6}}};
-  const int atoms = size == "small" ? 10 : size == "h100" ? 38 : 16;
+  const int atoms = size == "small" ? 10 : size == "h100" ? 44 : 16;
   parboil::random r(size == "small" ? 1 : size == "h100" ? 3 : 2);
   input in;
   for (const kind& k : kinds) {
@@ -341,17 +370,20 @@ inline input read_input(const std::string& molecule, const std::string& basis) {
     element el;
     b.token();
     el.name = std::string(b.token());
-    if (el.name.empty()) b.fail(b.line(), "expected the name of element " + std::to_string(e + 1) + ", found the end of the file");
+    if (el.name.empty())
+      b.fail(b.line(), "expected the name of element " + std::to_string(e + 1) + ", found the end of the file");
     b.token();
     const int shells = b.number<int>("the number of shells of element " + el.name);
-    if (shells < 1) b.fail(b.line(), "element " + el.name + ": expected at least 1 shell, found " + std::to_string(shells));
+    if (shells < 1)
+      b.fail(b.line(), "element " + el.name + ": expected at least 1 shell, found " + std::to_string(shells));
     for (int j = 0; j < shells; ++j) {
       b.token();
       b.number<int>("the shell number");
       b.token();
       const int line = b.line();
       const int n = b.number<int>("the number of primitives of shell " + std::to_string(j + 1) + " of " + el.name);
-      if (n < 1 || n > 15) b.fail(line, "a shell has 1 to 15 primitives (4 bits in Parboil's descriptor), found " + std::to_string(n));
+      if (n < 1 || n > 15)
+        b.fail(line, "a shell has 1 to 15 primitives (4 bits in Parboil's descriptor), found " + std::to_string(n));
       el.shells.push_back(n);
       for (int k = 0; k < n; ++k) {
         b.token();
@@ -363,32 +395,39 @@ inline input read_input(const std::string& molecule, const std::string& basis) {
         if (!(alpha > 0)) b.fail(pl, "a primitive's exponent must be positive, found " + std::to_string(alpha));
         in.prims.push_back({alpha, coeff});
         if (in.prims.size() > static_cast<std::size_t>(max_basis_prims)) {
-          b.fail(pl, "more than " + std::to_string(max_basis_prims) + " primitives in the basis set (8-bit offsets in Parboil's descriptor)");
+          b.fail(pl, "more than " + std::to_string(max_basis_prims) +
+                         " primitives in the basis set (8-bit offsets in Parboil's descriptor)");
         }
       }
     }
     seen += shells;
     in.basis.push_back(std::move(el));
   }
-  if (seen != total) b.fail(total_line, "the header says " + std::to_string(total) + " shells, the elements have " + std::to_string(seen));
+  if (seen != total)
+    b.fail(total_line,
+           "the header says " + std::to_string(total) + " shells, the elements have " + std::to_string(seen));
   if (!b.at_end()) b.fail(b.line(), "expected the end of the file after " + std::to_string(elements) + " elements");
 
   parboil::text_file m(molecule);
   m.token();
   const int atoms = m.number<int>("the number of atoms");
   if (atoms < 1 || atoms > max_atoms) {
-    m.fail(m.line(), "expected 1 to " + std::to_string(max_atoms) + " atoms (8-bit atom ids in Parboil's descriptor), found " + std::to_string(atoms));
+    m.fail(m.line(), "expected 1 to " + std::to_string(max_atoms) +
+                         " atoms (8-bit atom ids in Parboil's descriptor), found " + std::to_string(atoms));
   }
   for (int a = 0; a < atoms; ++a) {
     const int line = (m.at_end(), m.line());
     const std::string type(m.token());
-    if (type.empty()) m.fail(line, "expected atom " + std::to_string(a + 1) + " of " + std::to_string(atoms) + ", found the end of the file");
+    if (type.empty())
+      m.fail(line,
+             "expected atom " + std::to_string(a + 1) + " of " + std::to_string(atoms) + ", found the end of the file");
     const auto e = std::find_if(in.basis.begin(), in.basis.end(), [&](const element& x) { return x.name == type; });
     if (e == in.basis.end()) m.fail(line, "element '" + type + "' is not in the basis set '" + basis + "'");
     for (int n : e->shells) {
       if (n > max_shell_prims) {
         m.fail(line, "element " + type + " has a shell of " + std::to_string(n) + " primitives; at most " +
-                         std::to_string(max_shell_prims) + " (a quartet of it has n^4 combinations, at most 64 blocks of 64)");
+                         std::to_string(max_shell_prims) +
+                         " (a quartet of it has n^4 combinations, at most 64 blocks of 64)");
       }
     }
     in.types.push_back(static_cast<int>(e - in.basis.begin()));
@@ -401,19 +440,13 @@ inline input read_input(const std::string& molecule, const std::string& basis) {
   return in;
 }
 
-/// The input of a run: -i molecule,basis, or the generated one of --size.
-inline input load(const parboil::options& o) {
-  parboil::expect_inputs(o, 2, "molecule,basis");
-  if (!o.inputs.empty()) return read_input(o.inputs[0], o.inputs[1]);
-  return generate(o.size.empty() ? "default" : o.size);
-}
-
 // ---- output, reference and check ------------------------------------------------------------------------------------
 
 /// Parboil's output: the first 20 000 quartet sums as `i\t%e` lines.
 inline void write_output(const std::string& path, std::span<const float> sums) {
   parboil::output_file f(path, false);
-  for (std::size_t i = 0; i < std::min(sums.size(), out_lines); ++i) f.print("%d\t%e\n", static_cast<int>(i), static_cast<double>(sums[i]));
+  for (std::size_t i = 0; i < std::min(sums.size(), out_lines); ++i)
+    f.print("%d\t%e\n", static_cast<int>(i), static_cast<double>(sums[i]));
   f.close();
 }
 
@@ -424,7 +457,8 @@ inline std::vector<double> read_output(const std::string& path, std::size_t n) {
   for (std::size_t i = 0; i < std::min(n, out_lines); ++i) {
     const int line = (f.at_end(), f.line());
     const long index = f.number<long>("the index of line " + std::to_string(i + 1));
-    if (index != static_cast<long>(i)) f.fail(line, "expected index " + std::to_string(i) + ", found " + std::to_string(index));
+    if (index != static_cast<long>(i))
+      f.fail(line, "expected index " + std::to_string(i) + ", found " + std::to_string(index));
     v.push_back(f.number<double>("the value of quartet " + std::to_string(i)));
   }
   if (!f.at_end()) f.fail(f.line(), "expected the end of the file after " + std::to_string(v.size()) + " lines");
@@ -474,16 +508,47 @@ inline bool verify(const parboil::options& o, const input& in, std::span<const f
   return c.ok();
 }
 
-/// "atoms=.. shells=.. quartets=.. integrals=.." for the report line.
-inline std::string fields(const input& in) {
+/// The usage text of program `prog`.
+inline std::string usage(const char* prog) {
+  return std::string("usage: ") + prog +
+         " [-i MOLECULE,BASIS] [-o OUT] [--size small|default|h100] [--check FILE] [--no-check] [--cpu] [-q]\n" +
+         parboil::common_usage;
+}
+
+/// The input of a run into `in`: -i molecule,basis, or the generated one of --size. With --write-input it writes the
+/// files and returns false (the program ends).
+inline bool prepare(const parboil::options& o, input& in) {
+  parboil::expect_inputs(o, 2, "molecule,basis");
+  if (!o.params.empty()) throw parboil::usage_error("rpes takes no parameters after --");
+  in = o.inputs.empty() ? generate(o.size.empty() ? "default" : o.size) : read_input(o.inputs[0], o.inputs[1]);
+  if (o.write_inputs.empty()) return true;
+  write_input(in, o.write_inputs[0], o.write_inputs[1]);
+  return false;
+}
+
+/// The blocks of the launch of a chunked grid that starts at block `first` of `total`.
+inline int chunk(long first, long total) { return static_cast<int>(std::min<long>(grid_max, total - first)); }
+
+/// The end of a run: -o, the check, the report line (`places`: where it ran); returns the exit code.
+inline int conclude(const parboil::options& o, const input& in, std::span<const float> sums, const char* prog,
+                    const std::string& places, double seconds) {
+  if (!o.output.empty()) write_output(o.output, sums);
+  const bool ok = verify(o, in, sums, prog);
   const auto qs = quartets(in.shells.size());
   long long integrals = 0;
   for (const quartet q : qs) integrals += combinations(in.shells, q);
-  return "atoms=" + std::to_string(in.atoms.size()) + " shells=" + std::to_string(in.shells.size()) +
-         " quartets=" + std::to_string(qs.size()) + " integrals=" + std::to_string(integrals);
+  const std::string fields = "atoms=" + std::to_string(in.atoms.size()) +
+                             " shells=" + std::to_string(in.shells.size()) + " quartets=" + std::to_string(qs.size()) +
+                             " integrals=" + std::to_string(integrals);
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of all the sums' bits: equal bits, equal results
+  for (const float x : sums) {
+    std::uint32_t b;
+    std::memcpy(&b, &x, sizeof b);
+    for (int i = 0; i < 4; ++i) h = (h ^ (b >> (8 * i) & 255)) * 0x100000001b3ULL;
+  }
+  char bits[40];
+  std::snprintf(bits, sizeof bits, " bits=%016llx ", static_cast<unsigned long long>(h));
+  return parboil::report("rpes", fields + bits + places, seconds, o, ok);
 }
-
-inline constexpr const char* usage_line =
-    " [-i MOLECULE,BASIS] [-o OUT] [--size small|default|h100] [--check FILE] [--no-check] [--cpu] [-q]\n";
 
 }  // namespace rpes

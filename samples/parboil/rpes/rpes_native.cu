@@ -29,8 +29,8 @@ __global__ void compute_x(const rpes::work* work, const rpes::atom4* xyz, const 
   if (t == 0) s_work = work[block];
   __syncthreads();
   const rpes::work w = s_work;
-  const rpes::quartet_view v(w, xyz);
-  data[t] = v.integral(static_cast<int>(block - w.first) * rpes::block_size + t, prims);
+  const rpes::quartet_view v(w, block, xyz, prims);
+  data[t] = v.integral(t);
   for (int s = rpes::block_size / 2; s > 0; s /= 2) {
     __syncthreads();
     if (t < s) data[t] += data[t + s];
@@ -64,14 +64,10 @@ T* to_device(const std::vector<T>& v) {
 
 int main(int argc, char** argv) {
   const char* prog = "parboil_rpes_native";
-  const std::string usage = std::string("usage: ") + prog + rpes::usage_line + parboil::common_usage;
-  return parboil::guarded(prog, usage.c_str(), [&] {
+  return parboil::guarded(prog, rpes::usage(prog).c_str(), [&] {
     const parboil::options o = parboil::parse(argc, argv, {"small", "default", "h100"});
-    const rpes::input in = rpes::load(o);
-    if (!o.write_inputs.empty()) {
-      rpes::write_input(in, o.write_inputs[0], o.write_inputs[1]);
-      return 0;
-    }
+    rpes::input in;
+    if (!rpes::prepare(o, in)) return 0;
     int devices = 0;
     const cudaError_t e = cudaGetDeviceCount(&devices);
     if (e != cudaSuccess || devices == 0) {
@@ -92,29 +88,24 @@ int main(int argc, char** argv) {
     rpes::atom4* d_xyz = to_device(in.atoms);
     rpes::prim* d_prims = to_device(in.prims);
     float *d_partial = nullptr, *d_sums = nullptr;
-    CUDA_CHECK(cudaMalloc(&d_partial, static_cast<std::size_t>(blocks) * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&d_sums, static_cast<std::size_t>(nq) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_partial, bw.blocks.size() * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_sums, qs.size() * sizeof(float)));
     for (long b0 = 0; b0 < blocks; b0 += rpes::grid_max) {
-      const int n = static_cast<int>(std::min<long>(rpes::grid_max, blocks - b0));
-      compute_x<<<n, rpes::block_size>>>(d_work, d_xyz, d_prims, d_partial, b0);
+      compute_x<<<rpes::chunk(b0, blocks), rpes::block_size>>>(d_work, d_xyz, d_prims, d_partial, b0);
       CUDA_CHECK(cudaGetLastError());
     }
     for (long e0 = 0; e0 < nq; e0 += rpes::grid_max) {
-      const int n = static_cast<int>(std::min<long>(rpes::grid_max, nq - e0));
-      do_reduction<<<n, threads>>>(d_final, d_partial, d_sums, e0);
+      do_reduction<<<rpes::chunk(e0, nq), threads>>>(d_final, d_partial, d_sums, e0);
       CUDA_CHECK(cudaGetLastError());
     }
     CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> sums(static_cast<std::size_t>(nq));
+    std::vector<float> sums(qs.size());
     CUDA_CHECK(cudaMemcpy(sums.data(), d_sums, sums.size() * sizeof(float), cudaMemcpyDeviceToHost));
     for (void* d : {static_cast<void*>(d_work), static_cast<void*>(d_final), static_cast<void*>(d_xyz),
                     static_cast<void*>(d_prims), static_cast<void*>(d_partial), static_cast<void*>(d_sums)}) {
       CUDA_CHECK(cudaFree(d));
     }
     timer.stop();
-
-    if (!o.output.empty()) rpes::write_output(o.output, sums);
-    const bool ok = rpes::verify(o, in, sums, prog);
-    return parboil::report("rpes", rpes::fields(in) + " gpus=1", timer.seconds(), o, ok);
+    return rpes::conclude(o, in, sums, prog, "gpus=1", timer.seconds());
   });
 }

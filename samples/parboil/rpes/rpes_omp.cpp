@@ -10,14 +10,10 @@
 
 int main(int argc, char** argv) {
   const char* prog = "parboil_rpes_omp";
-  const std::string usage = std::string("usage: ") + prog + rpes::usage_line + parboil::common_usage;
-  return parboil::guarded(prog, usage.c_str(), [&] {
+  return parboil::guarded(prog, rpes::usage(prog).c_str(), [&] {
     const parboil::options o = parboil::parse(argc, argv, {"small", "default", "h100"});
-    const rpes::input in = rpes::load(o);
-    if (!o.write_inputs.empty()) {
-      rpes::write_input(in, o.write_inputs[0], o.write_inputs[1]);
-      return 0;
-    }
+    rpes::input in;
+    if (!rpes::prepare(o, in)) return 0;
     parboil::timer timer;
     timer.start();
     const std::vector<rpes::quartet> qs = rpes::quartets(in.shells.size());
@@ -39,9 +35,6 @@ int main(int argc, char** argv) {
       sums[static_cast<std::size_t>(i)] = sum;
     }
     timer.stop();
-    if (!o.output.empty()) rpes::write_output(o.output, sums);
-    const bool ok = rpes::verify(o, in, sums, prog);
-    return parboil::report("rpes", rpes::fields(in) + " threads=" + std::to_string(omp_get_max_threads()),
-                           timer.seconds(), o, ok);
+    return rpes::conclude(o, in, sums, prog, "threads=" + std::to_string(omp_get_max_threads()), timer.seconds());
   });
 }
