@@ -14,7 +14,9 @@
 //
 // No CUDA and no apgas in this header: nvcc compiles it as host code too. The few functions the kernels call are
 // marked RPES_HD (__host__ __device__ under nvcc, nothing otherwise) and use CUDA's fast division and exponential on a
-// GPU, as Parboil's kernel does (__fdividef, __expf).
+// GPU, as Parboil's kernel does (__fdividef, __expf). On a CPU the exponential and erf are inline, without a branch,
+// so that the loops over the integrals vectorise, in the apgas version (for_threads) and the OpenMP one (omp simd)
+// alike; CMakeLists.txt adds -fno-math-errno -fno-trapping-math for that (which changes no result).
 #include "parboil.hpp"
 
 #include <algorithm>
@@ -110,17 +112,36 @@ RPES_HD inline float fdiv(float a, float b) {
 #endif
 }
 RPES_HD inline double fdiv(double a, double b) { return a / b; }
-RPES_HD inline float fexp(float x) {
+RPES_HD inline float fexp(float x) {  // (x <= 0 here)
 #if defined(__CUDA_ARCH__)
   return __expf(x);
 #else
-  return expf(x);
+  // Inline, without a branch, so that the loops around the integral vectorise (a call to expf would not):
+  // e^x = 2^n e^r, n = x / ln 2 rounded (by adding 1.5 * 2^23), r = x - n ln 2 (ln 2 in two parts, Cody and Waite),
+  // |r| <= ln(2) / 2, e^r by its Taylor polynomial of degree 6 (relative error < 1.3e-7); 0 below -87.
+  const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+  const float r = (x - n * 0.693145751953125f) - n * 1.42860677e-06f;
+  const float e = 1 + r * (1 + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+  const std::uint32_t bits = static_cast<std::uint32_t>(static_cast<int>(n < -126.0f ? -126.0f : n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return x < -87.0f ? 0.0f : e * two_n;
 #endif
 }
 RPES_HD inline double fexp(double x) { return exp(x); }
 RPES_HD inline float fsqrt(float x) { return sqrtf(x); }
 RPES_HD inline double fsqrt(double x) { return sqrt(x); }
-RPES_HD inline float ferf(float x) { return erff(x); }
+RPES_HD inline float ferf(float x) {  // (x >= 0 here)
+#if defined(__CUDA_ARCH__)
+  return erff(x);
+#else
+  // Inline for the same reason: Abramowitz and Stegun 7.1.26, |error| < 1.5e-7.
+  const float t = 1.0f / (1.0f + 0.3275911f * x);
+  const float p =
+      t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  return 1.0f - p * fexp(-x * x);
+#endif
+}
 RPES_HD inline double ferf(double x) { return erf(x); }
 
 /// The Boys function F0(t) = (1/2) sqrt(pi/t) erf(sqrt t), and its series 1 - t/3 + t^2/10 - ... (error < t^3/42)
@@ -162,7 +183,7 @@ struct quartet_view {
   int a1, a2, a3, a4, o1, o2, o3, o4, k0;
   atom4 A, B, C, D;
   const prim* p;
-  std::uint64_t m1, m2, m3;  // ceil(2^32 / (a2 a3 a4)), ceil(2^32 / (a3 a4)), ceil(2^32 / a4) (see integral)
+  float r1, r2, r3;  // 1 / (a2 a3 a4), 1 / (a3 a4), 1 / a4 (see integral)
   /// Block `block` (its descriptor w), coordinates xyz, the basis set's primitives prims.
   RPES_HD quartet_view(const work& w, long block, const atom4* xyz, const prim* prims)
       : a1(w.counts >> 12 & 15),
@@ -179,20 +200,22 @@ struct quartet_view {
         C(xyz[w.atoms >> 8 & 255]),
         D(xyz[w.atoms & 255]),
         p(prims),
-        m1((std::uint64_t{1} << 32) / static_cast<std::uint32_t>(a2 * a3 * a4) + 1),
-        m2((std::uint64_t{1} << 32) / static_cast<std::uint32_t>(a3 * a4) + 1),
-        m3((std::uint64_t{1} << 32) / static_cast<std::uint32_t>(a4) + 1) {}
-  /// The integral of thread t of the block: primitive combination k = k0 + t of the quartet (0 past its a1 a2 a3 a4
-  /// combinations). Parboil's GetNs splits k into (n1, n2, n3, n4) with three fast float divisions; here k / m is
-  /// (k * ceil(2^32 / m)) >> 32, a multiplication, exact while k m < 2^32 (k < 4096, m <= 512).
+        r1(fdiv(1.0f, static_cast<float>(a2 * a3 * a4))),
+        r2(fdiv(1.0f, static_cast<float>(a3 * a4))),
+        r3(fdiv(1.0f, static_cast<float>(a4))) {}
+  /// The integral of thread t of the block: primitive combination k0 + t of the quartet, 0 past its a1 a2 a3 a4
+  /// combinations (such a thread computes combination 0 and drops it: no branch around the loads, so that the CPU's
+  /// loop over the threads vectorises). k is split into (n1, n2, n3, n4) as Parboil's GetNs does, by float division
+  /// (here by multiplication with reciprocals): exact, since k < 4096 keeps (k + 1/2) / m at least 1/(2m) away from a
+  /// whole number, far beyond float's error.
   RPES_HD float integral(int t) const {
-    const int k = k0 + t;
-    if (k >= a1 * a2 * a3 * a4) return 0.0f;
-    const auto u = static_cast<std::uint64_t>(k);
-    const int n1 = static_cast<int>(u * m1 >> 32), n12 = static_cast<int>(u * m2 >> 32);
-    const int n123 = static_cast<int>(u * m3 >> 32);
-    return primitive_eri<float>(A, B, C, D, p[o1 + n1], p[o2 + n12 - n1 * a2], p[o3 + n123 - n12 * a3],
-                                p[o4 + k - n123 * a4]);
+    const bool live = k0 + t < a1 * a2 * a3 * a4;
+    const int k = live ? k0 + t : 0;
+    const float kf = static_cast<float>(k) + 0.5f;
+    const int n1 = static_cast<int>(kf * r1), n12 = static_cast<int>(kf * r2), n123 = static_cast<int>(kf * r3);
+    const float v = primitive_eri<float>(A, B, C, D, p[o1 + n1], p[o2 + n12 - n1 * a2], p[o3 + n123 - n12 * a3],
+                                         p[o4 + k - n123 * a4]);
+    return live ? v : 0.0f;
   }
 };
 

@@ -1,6 +1,7 @@
 // parboil_rpes_omp: Parboil's rpes in C++ and OpenMP, the CPU baseline of apgas_parboil_rpes: the same integrals
-// (rpes::primitive_eri, in float), each shell quartet summed by one thread over its primitive combinations, the
-// quartets spread over the threads dynamically (their work differs by up to 4096x). No apgas; see rpes.hpp.
+// (rpes::primitive_eri, in float), each shell quartet summed by one thread over its primitive combinations in one
+// vectorised loop (omp simd), the quartets spread over the threads dynamically (their work differs by up to 4096x).
+// No apgas; see rpes.hpp.
 #include "rpes.hpp"
 
 #include <omp.h>
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
       const rpes::shell &a = s[qs[i].s1], &b = s[qs[i].s2], &c = s[qs[i].s3], &d = s[qs[i].s4];
       const rpes::atom4 A = xyz[a.atom], B = xyz[b.atom], C = xyz[c.atom], D = xyz[d.atom];
       float sum = 0.0f;
+#pragma omp simd collapse(4) reduction(+ : sum)
       for (int i1 = a.first; i1 < a.first + a.count; ++i1)
         for (int i2 = b.first; i2 < b.first + b.count; ++i2)
           for (int i3 = c.first; i3 < c.first + c.count; ++i3)
