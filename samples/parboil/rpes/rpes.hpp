@@ -65,10 +65,10 @@ struct range {  // Parboil's uint2 FinalReduce: a quartet's blocks [first, first
 struct element {
   std::string name;
   std::vector<int> shells;
+  // clang-format off
   template <class A>
-  void serialize(A& a) {  // (the apgas version ships the input to every host)
-    a& name& shells;
-  }
+  void serialize(A& a) { a & name & shells; }  // (the apgas version ships the input to every host)
+  // clang-format on
 };
 
 /// Parboil's input: the basis set (elements, their primitives in order) and the molecule (atoms and their element).
@@ -78,10 +78,10 @@ struct input {
   std::vector<int> types;  // per atom: index into basis
   std::vector<atom4> atoms;
   std::vector<shell> shells;  // derived: the molecule's shells, atom by atom (Parboil's ComputeShell)
+  // clang-format off
   template <class A>
-  void serialize(A& a) {
-    a& basis& prims& types& atoms& shells;
-  }
+  void serialize(A& a) { a & basis & prims & types & atoms & shells; }
+  // clang-format on
 };
 
 /// The molecule's shells from its atoms' elements (each element's primitives start where the previous ones end).
