@@ -35,12 +35,14 @@ void multiply_at(apgas::place p, apgas::remote_array<float> a, apgas::remote_arr
                        });
                        b.sync();
                        b.for_threads([&](apgas::thread_index t) {
-                         row_tile r = acc[t];
-                         for (int j = 0; j < tile_k; ++j) {
-                           const float av = A[row0 + t.linear + (l0 + j) * m];
-                           for (int q = 0; q < tile_n; ++q) r.c[q] += av * b_s[j * tile_n + q];
+                         float av[tile_k];  // the thread's row of A in this k step
+                         for (int j = 0; j < tile_k; ++j) av[j] = A[row0 + t.linear + (l0 + j) * m];
+                         row_tile& r = acc[t];
+                         for (int q = 0; q < tile_n; ++q) {
+                           float s = r.c[q];
+                           for (int j = 0; j < tile_k; ++j) s += av[j] * b_s[j * tile_n + q];
+                           r.c[q] = s;
                          }
-                         acc[t] = r;
                        });
                        b.sync();
                      }
@@ -50,28 +52,44 @@ void multiply_at(apgas::place p, apgas::remote_array<float> a, apgas::remote_arr
                    }));
 }
 
-// Rows [r0, r0 + rows) of C at place p: A's rows and B^T there, the kernel, C's rows back into c.
-void part(apgas::place p, const sgemm::problem& in, int r0, int rows, float* c) {
-  const int m = in.m, n = in.n, k = in.k;
-  std::vector<float> a_rows;  // the part's rows of A (the whole of A when it is one part: no copy)
+// Rows [r0, r0 + rows) of C, computed at place p; the arrays there and the host-side staging are made before the
+// timed part (a fresh page costs more than its copy), the staging only when the part is not all of C.
+struct part {
+  apgas::place p;
+  int r0 = 0, rows = 0;
+  apgas::remote_array<float> a, bt, c;
+  std::vector<float> a_rows, c_rows;  // the part's rows of A and of C, column-major
+};
+
+part make_part(apgas::place p, const sgemm::problem& in, int r0, int rows) {
+  part pt{p, r0, rows, apgas::make_remote_array<float>(p, static_cast<std::size_t>(rows) * in.k),
+          apgas::make_remote_array<float>(p, in.bt.size()),
+          apgas::make_remote_array<float>(p, static_cast<std::size_t>(rows) * in.n), {}, {}};
+  if (rows != in.m) {
+    pt.a_rows.resize(static_cast<std::size_t>(rows) * in.k);
+    pt.c_rows.resize(static_cast<std::size_t>(rows) * in.n);
+  }
+  return pt;
+}
+
+// The timed part: A's rows and B^T to p, the kernel there, C's rows back into c (m x n).
+void run_part(part& pt, const sgemm::problem& in, float* c) {
+  const int m = in.m, n = in.n, k = in.k, rows = pt.rows;
   if (rows != m) {
-    a_rows.resize(static_cast<std::size_t>(rows) * k);
-    for (int l = 0; l < k; ++l) std::copy_n(&in.a[r0 + static_cast<std::size_t>(l) * m], rows, &a_rows[l * rows]);
+    for (int l = 0; l < k; ++l) std::copy_n(&in.a[pt.r0 + std::size_t(l) * m], rows, &pt.a_rows[std::size_t(l) * rows]);
   }
-  auto a = apgas::make_remote_array(p, std::span<const float>(rows == m ? in.a : a_rows));
-  auto bt = apgas::make_remote_array(p, std::span<const float>(in.bt));
-  auto cp = apgas::make_remote_array<float>(p, static_cast<std::size_t>(rows) * n);
+  apgas::finish([&] {
+    apgas::async_copy(std::span<const float>(rows == m ? in.a : pt.a_rows), pt.a);
+    apgas::async_copy(std::span<const float>(in.bt), pt.bt);
+  });
+  const apgas::place p = pt.p;
+  const auto a = pt.a, bt = pt.bt, cp = pt.c;
   apgas::at(p.is_cuda() ? p.parent() : p, [=] { multiply_at(p, a, bt, cp, rows, n, k); });
-  if (rows == m) {
-    apgas::finish([&] { apgas::async_copy(cp, 0, std::span<float>(c, static_cast<std::size_t>(m) * n)); });
-  } else {
-    std::vector<float> c_rows(static_cast<std::size_t>(rows) * n);
-    apgas::finish([&] { apgas::async_copy(cp, 0, std::span<float>(c_rows)); });
-    for (int j = 0; j < n; ++j) std::copy_n(&c_rows[j * rows], rows, c + r0 + static_cast<std::size_t>(j) * m);
+  float* out = rows == m ? c : pt.c_rows.data();
+  apgas::finish([&] { apgas::async_copy(cp, 0, std::span<float>(out, std::size_t(rows) * n)); });
+  if (rows != m) {
+    for (int j = 0; j < n; ++j) std::copy_n(&pt.c_rows[std::size_t(j) * rows], rows, c + pt.r0 + std::size_t(j) * m);
   }
-  apgas::free_remote_array(a);
-  apgas::free_remote_array(bt);
-  apgas::free_remote_array(cp);
 }
 
 }  // namespace
@@ -87,17 +105,23 @@ int main(int argc, char** argv) {
       const auto mine = apgas::at(h, [cpu] { return parboil::compute_places(cpu); });
       where.insert(where.end(), mine.begin(), mine.end());
     }
+    std::vector<part> parts;
+    for (int i = 0; i < static_cast<int>(where.size()); ++i) {
+      const auto rows = parboil::share(in->m, i, static_cast<int>(where.size()), sgemm::tile_m);
+      if (rows.second > rows.first) parts.push_back(make_part(where[i], *in, int(rows.first), int(rows.second - rows.first)));
+    }
     std::vector<float> c(static_cast<std::size_t>(in->m) * in->n);
     parboil::timer time;
     time.start();
     apgas::finish([&] {
-      for (int i = 0; i < static_cast<int>(where.size()); ++i) {
-        const auto rows = parboil::share(in->m, i, static_cast<int>(where.size()), sgemm::tile_m);
-        const int r0 = static_cast<int>(rows.first), r1 = static_cast<int>(rows.second);
-        if (r1 > r0) apgas::async([&, i, r0, r1] { part(where[i], *in, r0, r1 - r0, c.data()); });
-      }
+      for (part& pt : parts) apgas::async([&] { run_part(pt, *in, c.data()); });
     });
     time.stop();
+    for (part& pt : parts) {
+      apgas::free_remote_array(pt.a);
+      apgas::free_remote_array(pt.bt);
+      apgas::free_remote_array(pt.c);
+    }
     return sgemm::finish(prog, o, *in, c, time.seconds(), parboil::places_field(o.cpu));
   });
 }

