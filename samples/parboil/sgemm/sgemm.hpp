@@ -118,24 +118,26 @@ inline problem load(const parboil::options& o) {
   return p;
 }
 
-inline void write_matrix(const std::string& path, int rows, int cols, const float* v) {
+/// A text matrix as Parboil writes it (`rows cols ` then the values, each followed by a space): C with Parboil's six
+/// digits, the inputs of --write-input with nine (they read back as the same floats).
+inline void write_matrix(const std::string& path, int rows, int cols, const float* v, const char* format = "%g ") {
   parboil::output_file f(path, false);
   f.print("%d %d ", rows, cols);
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
-  for (std::size_t i = 0; i < n; ++i) f.print("%g ", static_cast<double>(v[i]));
+  for (std::size_t i = 0; i < n; ++i) f.print(format, static_cast<double>(v[i]));
   f.print("\n");
   f.close();
 }
 
 /// --write-input A,B,Bt: the generated input as Parboil's three files (B = the transpose of B^T, k x n).
 inline void write_input(const parboil::options& o, const problem& p) {
-  write_matrix(o.write_inputs[0], p.m, p.k, p.a.data());
+  write_matrix(o.write_inputs[0], p.m, p.k, p.a.data(), "%.9g ");
   std::vector<float> b(p.bt.size());
   for (int l = 0; l < p.k; ++l) {
     for (int j = 0; j < p.n; ++j) b[l + static_cast<std::size_t>(j) * p.k] = p.bt[j + static_cast<std::size_t>(l) * p.n];
   }
-  write_matrix(o.write_inputs[1], p.k, p.n, b.data());
-  write_matrix(o.write_inputs[2], p.n, p.k, p.bt.data());
+  write_matrix(o.write_inputs[1], p.k, p.n, b.data(), "%.9g ");
+  write_matrix(o.write_inputs[2], p.n, p.k, p.bt.data(), "%.9g ");
 }
 
 /// The columns of C the check compares: all of them, or for large products (above 2^30 multiply-adds, the h100
