@@ -26,68 +26,66 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
                                                   float* An, int nx, int ny, int nz) {
   const int tx = b.block_dim().x, w = 2 * tx + 2;  // w: a row of the shared plane, with its halo
   const int x0 = b.block_idx().x * 2 * tx, y0 = b.block_idx().y * ty, plane = nx * ny;
-  const bool full = x0 + 2 * tx <= nx && y0 + ty <= ny;  // no thread outside the volume
-  const bool x_halo = x0 > 0 || x0 + 2 * tx < nx;        // a side column inside the volume
+  const bool x_halo = x0 > 0 || x0 + 2 * tx < nx;                            // a side column inside the volume
+  const int below = y0 > 0 ? y0 - 1 : 0, above = y0 + ty < ny ? y0 + ty : ny - 1;  // the halo rows (in the volume)
   auto clamp = [](int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); };
   using reg = decltype(b.per_thread<float>());  // a value per thread: a register on a GPU
   reg bottom[2] = {b.per_thread<float>(), b.per_thread<float>()}, top[2] = {b.per_thread<float>(), b.per_thread<float>()};
-  auto stage = [&](int k) {  // plane k into shared memory: the tile from top[], the halo from A0
-    b.for_threads([&](apgas::thread_index t) {
-      sh[(t.y + 1) * w + 1 + t.x] = top[0][t];
-      sh[(t.y + 1) * w + 1 + t.x + tx] = top[1][t];
-      const int r = t.y / 2, col = t.y % 2 * tx + t.x;  // rows y0 - 1 and y0 + 4: 2 x 2tx points
-      const int j = clamp(r == 0 ? y0 - 1 : y0 + ty, ny - 1);
-      sh[r * (ty + 1) * w + 1 + col] = A0[clamp(x0 + col, nx - 1) + j * nx + k * plane];
-    });
-    if (x_halo) {
+  // The block's work for a tile inside the volume (full: a compile-time constant, nothing tested per point) or not.
+  auto walk = [&](auto full) {
+    auto stage = [&](int k) {  // plane k into shared memory: the tile from top[], the halo from A0
       b.for_threads([&](apgas::thread_index t) {
-        if (t.x == 0 || t.x == tx - 1) {
-          const int col = t.x == 0 ? -1 : 2 * tx;
-          sh[(t.y + 1) * w + 1 + col] = A0[clamp(x0 + col, nx - 1) + clamp(y0 + t.y, ny - 1) * nx + k * plane];
-        }
+        sh[(t.y + 1) * w + 1 + t.x] = top[0][t];
+        sh[(t.y + 1) * w + 1 + t.x + tx] = top[1][t];
+        const int r = t.y / 2, col = t.y % 2 * tx + t.x, j = below + r * (above - below);  // 2 rows of 2tx points
+        sh[r * (ty + 1) * w + 1 + col] = A0[(full ? x0 + col : clamp(x0 + col, nx - 1)) + j * nx + k * plane];
       });
-    }
-    b.sync();
-  };
-  b.for_threads([&](apgas::thread_index t) {
-    for (int h = 0; h < 2; ++h) {
-      const int i = x0 + t.x + h * tx, j = y0 + t.y;
-      if (full || (i < nx && j < ny)) {
-        bottom[h][t] = A0[i + j * nx];
-        top[h][t] = A0[i + j * nx + plane];
+      if (x_halo) {
+        b.for_threads([&](apgas::thread_index t) {
+          if (t.x == 0 || t.x == tx - 1) {
+            const int col = t.x == 0 ? -1 : 2 * tx;
+            sh[(t.y + 1) * w + 1 + col] = A0[clamp(x0 + col, nx - 1) + clamp(y0 + t.y, ny - 1) * nx + k * plane];
+          }
+        });
       }
+      b.sync();
+    };
+    b.for_threads([&](apgas::thread_index t) {
+      for (int h = 0; h < 2; ++h) {
+        const int i = x0 + t.x + h * tx, j = y0 + t.y;
+        if (full || (i < nx && j < ny)) {
+          bottom[h][t] = A0[i + j * nx];
+          top[h][t] = A0[i + j * nx + plane];
+        }
+      }
+    });
+    stage(1);
+    auto update = [&](apgas::thread_index t, int k, int h) {  // one of the thread's two points (h: 0 or 1)
+      const int i = x0 + t.x + h * tx, j = y0 + t.y, c = (t.y + 1) * w + 1 + t.x + h * tx, g = i + j * nx + k * plane;
+      const bool inside = full || (i < nx && j < ny), interior = (i > 0) & (i < nx - 1) & (j > 0) & (j < ny - 1);
+      const float centre = sh[c];
+      if (inside) top[h][t] = A0[g + plane];
+      const float v =
+          (top[h][t] + bottom[h][t] + sh[c + w] + sh[c - w] + sh[c + 1] + sh[c - 1]) * stencil::c1 - centre * stencil::c0;
+      if (inside) {  // every point gets v, then the boundary its own value back
+        An[g] = v;
+        if (!interior) An[g] = centre;
+      }
+      bottom[h][t] = centre;
+    };
+    for (int k = 1; k < nz - 1; ++k) {
+      b.for_threads([&](apgas::thread_index t) {
+        update(t, k, 0);
+        update(t, k, 1);
+      });
+      b.sync();
+      if (k + 1 < nz - 1) stage(k + 1);
     }
-  });
-  stage(1);
-  // One of the thread's two points (h: 0 or 1) of plane k; full: the tile lies inside the volume, a compile-time
-  // constant (in a full tile nothing depends on the point).
-  auto update = [&](apgas::thread_index t, int k, int h, auto full) {
-    const int i = x0 + t.x + h * tx, j = y0 + t.y, c = (t.y + 1) * w + 1 + t.x + h * tx, g = i + j * nx + k * plane;
-    const bool inside = full || (i < nx && j < ny), interior = (i > 0) & (i < nx - 1) & (j > 0) & (j < ny - 1);
-    const float centre = sh[c];
-    if (inside) top[h][t] = A0[g + plane];
-    const float v =
-        (top[h][t] + bottom[h][t] + sh[c + w] + sh[c - w] + sh[c + 1] + sh[c - 1]) * stencil::c1 - centre * stencil::c0;
-    if (inside) {  // every point gets v, then the boundary its own value back
-      An[g] = v;
-      if (!interior) An[g] = centre;
-    }
-    bottom[h][t] = centre;
   };
-  for (int k = 1; k < nz - 1; ++k) {
-    if (full) {
-      b.for_threads([&](apgas::thread_index t) {
-        update(t, k, 0, std::true_type{});
-        update(t, k, 1, std::true_type{});
-      });
-    } else {
-      b.for_threads([&](apgas::thread_index t) {
-        update(t, k, 0, std::false_type{});
-        update(t, k, 1, std::false_type{});
-      });
-    }
-    b.sync();
-    if (k + 1 < nz - 1) stage(k + 1);
+  if (x0 + 2 * tx <= nx && y0 + ty <= ny) {
+    walk(std::true_type{});
+  } else {
+    walk(std::false_type{});
   }
 }
 
