@@ -1,9 +1,10 @@
 // apgas_parboil_stencil: Parboil's stencil (7-point Jacobi, ping-pong, boundary kept) on the GPU places of every
 // host, or on the CPU places of the hosts without GPUs. The interior planes are split into z-slabs over every
 // computing place of the run (each host's GPUs, or the host itself); a slab keeps one halo plane on each side, which
-// its neighbours refresh with async_copy after every sweep. Each place's sweeps and copies go through an in-order
-// queue: with one place the 100 sweeps are issued at once under one finish; with several, one finish (and, between
-// hosts, a barrier) per sweep orders the halo exchange. Input, output and the check: stencil.hpp.
+// its neighbours refresh with async_copy after every sweep. A place's sweep and halo copies go in line on an in-order
+// queue: with one place the sweeps are all issued at once under one finish (no host round trip between them); with
+// several, a finish per sweep makes sure the halos have landed before the next sweep reads them. Input, output and
+// the check: stencil.hpp.
 #include "stencil.hpp"
 
 #include "parboil_apgas.hpp"
@@ -82,23 +83,7 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
       if (k + 1 < nz - 1) stage(k + 1);
     }
   };
-  if (x0 + 2 * tx <= nx && y0 + ty <= ny) {
-    walk(std::true_type{});
-  } else {
-    walk(std::false_type{});
-  }
-}
-
-// One sweep on q's place: blocks of (32, 4) threads on a GPU (Parboil's), of (tx, 4) with 2tx a whole row (at most
-// 512) on a CPU place, where a block walking z then reads whole rows.
-void sweep(apgas::in_order_queue& q, apgas::remote_array<float> in, apgas::remote_array<float> out, int nx, int ny,
-           int nz) {
-  const int tx = q.where().is_cuda() ? 32 : std::min(256, (nx + 31) / 32 * 16);
-  q.async(apgas::cuda_kernel(apgas::grid{{(nx + 2 * tx - 1) / (2 * tx), (ny + ty - 1) / ty}, {tx, ty}},
-                             apgas::shared_uninit<float>((ty + 2) * (2 * tx + 2)),
-                             [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float> sh) {
-                               block2d_hybrid_coarsen_x(b, sh, in.data(), out.data(), nx, ny, nz);
-                             }));
+  x0 + 2 * tx <= nx && y0 + ty <= ny ? walk(std::true_type{}) : walk(std::false_type{});
 }
 
 // A slab: interior planes [z0, z1) of the volume at place p, held with one plane on each side in two volumes.
@@ -106,38 +91,22 @@ struct slab {
   apgas::place p;
   int z0 = 0, z1 = 0;
   apgas::remote_array<float> v[2];
-  int planes() const { return z1 - z0 + 2; }
 };
 
-// At each host: its slabs' sweeps, and after each sweep the halo planes sent to the neighbouring slabs.
-void run_host(const std::vector<slab>& all, int nx, int ny, int iterations) {
-  const std::size_t plane = static_cast<std::size_t>(nx) * ny;
-  std::vector<std::pair<int, apgas::in_order_queue>> mine;  // (index in all, its queue)
-  for (int s = 0; s < static_cast<int>(all.size()); ++s) {
-    const apgas::place p = all[s].p;
-    if ((p.is_cuda() ? p.parent() : p) == apgas::here()) mine.emplace_back(s, apgas::in_order(p));
-  }
-  auto issue = [&](int it) {
-    for (auto& [s, q] : mine) {
-      const slab& me = all[s];
-      const int from = it % 2, to = 1 - from;
-      sweep(q, me.v[from], me.v[to], nx, ny, me.planes());
-      if (s > 0) q.async_copy(me.v[to], plane, all[s - 1].v[to], plane * (all[s - 1].planes() - 1), plane);
-      if (s + 1 < static_cast<int>(all.size())) {
-        q.async_copy(me.v[to], plane * (me.planes() - 2), all[s + 1].v[to], 0, plane);
-      }
-    }
-  };
-  if (all.size() == 1) {
-    apgas::finish([&] {
-      for (int it = 0; it < iterations; ++it) issue(it);
-    });
-    return;
-  }
-  for (int it = 0; it < iterations; ++it) {
-    apgas::finish([&] { issue(it); });
-    if (apgas::num_hosts() > 1) apgas::team::world().barrier();
-  }
+// Sweep `it` of slab me, in line on q (at me.p): the kernel, then its first and last planes into the halos of its
+// neighbours lo and hi (where they exist). Blocks of (32, 4) threads on a GPU (Parboil's), of (tx, 4) with 2tx a whole
+// row (at most 512) on a CPU place, where a block walking z then reads whole rows.
+void sweep(apgas::in_order_queue& q, const slab& me, const slab& lo, const slab& hi, int it, int nx, int ny) {
+  const int tx = q.where().is_cuda() ? 32 : std::min(256, (nx + 31) / 32 * 16), nz = me.z1 - me.z0 + 2;
+  const std::size_t plane = std::size_t(nx) * ny;
+  const auto in = me.v[it % 2], out = me.v[1 - it % 2];
+  q.async(apgas::cuda_kernel(apgas::grid{{(nx + 2 * tx - 1) / (2 * tx), (ny + ty - 1) / ty}, {tx, ty}},
+                             apgas::shared_uninit<float>((ty + 2) * (2 * tx + 2)),
+                             [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float> sh) {
+                               block2d_hybrid_coarsen_x(b, sh, in.data(), out.data(), nx, ny, nz);
+                             }));
+  if (lo.z1 > lo.z0) q.async_copy(out, plane, lo.v[1 - it % 2], (lo.z1 - lo.z0 + 1) * plane, plane);
+  if (hi.z1 > hi.z0) q.async_copy(out, (nz - 2) * plane, hi.v[1 - it % 2], 0, plane);
 }
 
 }  // namespace
@@ -151,40 +120,49 @@ int main(int argc, char** argv) {
     const std::size_t plane = in->plane();
     std::vector<apgas::place> where;  // every computing place of the run, host by host
     for (const apgas::place h : apgas::places()) {
-      const bool cpu = o.cpu;
-      const auto ps = apgas::at(h, [cpu] { return parboil::compute_places(cpu); });
+      const auto ps = apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); });
       where.insert(where.end(), ps.begin(), ps.end());
     }
-    std::vector<slab> slabs;  // made before the timed part (a fresh page costs more than its copy)
-    for (int s = 0; s < static_cast<int>(where.size()); ++s) {
-      const auto z = parboil::share(nz - 2, s, static_cast<int>(where.size()));
-      if (z.second == z.first) continue;
-      slab sl{where[s], 1 + static_cast<int>(z.first), 1 + static_cast<int>(z.second), {}};
-      for (auto& v : sl.v) v = apgas::make_remote_array<float>(sl.p, sl.planes() * plane);
+    std::vector<slab> slabs;  // the interior planes over them; the volumes made before the timed part
+    for (int s = 0; s < int(where.size()); ++s) {
+      const auto [z0, z1] = parboil::share(nz - 2, s, int(where.size()));
+      if (z1 == z0) continue;
+      slab sl{where[s], 1 + int(z0), 1 + int(z1)};
+      for (auto& v : sl.v) v = apgas::make_remote_array<float>(sl.p, (z1 - z0 + 2) * plane);
       slabs.push_back(sl);
     }
     std::vector<float> result(in->cells());
     parboil::timer time;
     time.start();
-    apgas::finish([&] {  // each slab's planes, with the halos, into both of its volumes
+    apgas::finish([&] {  // each slab's planes, with its halos, into both of its volumes
       for (const slab& sl : slabs) {
-        const std::span<const float> part(in->a.data() + (sl.z0 - 1) * plane, sl.planes() * plane);
-        for (const auto& v : sl.v) apgas::async_copy(part, v);
+        for (const auto& v : sl.v) apgas::async_copy(std::span(&in->a[(sl.z0 - 1) * plane], v.size()), v);
       }
     });
-    apgas::finish([&] {
-      for (const apgas::place h : apgas::places()) {
-        apgas::async_at(h, [nx, ny, iterations](const std::vector<slab>& all) { run_host(all, nx, ny, iterations); },
-                        slabs);
+    if (slabs.size() == 1) {  // one place: the sweeps in line on one queue, under one finish
+      apgas::finish([&] {
+        auto q = apgas::in_order(slabs[0].p);
+        for (int it = 0; it < iterations; ++it) sweep(q, slabs[0], {}, {}, it, nx, ny);
+      });
+    }
+    for (int it = 0; slabs.size() > 1 && it < iterations; ++it) {  // several: a finish per sweep orders the halos
+      apgas::finish([&] {
+        for (std::size_t s = 0; s < slabs.size(); ++s) {
+          const slab me = slabs[s], lo = s > 0 ? slabs[s - 1] : slab{}, hi = s + 1 < slabs.size() ? slabs[s + 1] : slab{};
+          apgas::async_at(me.p.is_cuda() ? me.p.parent() : me.p, [=] {
+            auto q = apgas::in_order(me.p);
+            sweep(q, me, lo, hi, it, nx, ny);
+          });
+        }
+      });
+    }
+    apgas::finish([&] {  // the interior planes back, and the first and last planes of the volume with them
+      for (std::size_t s = 0; s < slabs.size(); ++s) {
+        const int z0 = slabs[s].z0 - (s == 0), z1 = slabs[s].z1 + (s + 1 == slabs.size());
+        apgas::async_copy(slabs[s].v[iterations % 2], (z0 - slabs[s].z0 + 1) * plane,
+                          std::span(&result[z0 * plane], (z1 - z0) * plane));
       }
     });
-    apgas::finish([&] {
-      for (const slab& sl : slabs) {
-        apgas::async_copy(sl.v[iterations % 2], plane, std::span<float>(&result[sl.z0 * plane], (sl.z1 - sl.z0) * plane));
-      }
-    });
-    std::copy_n(in->a.begin(), plane, result.begin());  // the boundary planes k = 0 and nz - 1
-    std::copy_n(in->a.end() - plane, plane, result.end() - plane);
     time.stop();
     for (slab& sl : slabs) {
       for (auto& v : sl.v) apgas::free_remote_array(v);
