@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
       const auto [r0, r1] = parboil::share(m, i, int(where.size()), tile_m);
       const apgas::place p = where[i];
       parts.push_back({p, int(r0), int(r1 - r0), apgas::make_remote_array<float>(p, (r1 - r0) * k),
-                       apgas::make_remote_array<float>(p, in->bt.size()), apgas::make_remote_array<float>(p, (r1 - r0) * n)});
+                       apgas::make_remote_array<float>(p, in->bt.size()),
+                       apgas::make_remote_array<float>(p, (r1 - r0) * n)});
     }
     std::vector<float> c(std::size_t(m) * n);
     parboil::timer time;
@@ -76,15 +77,17 @@ int main(int argc, char** argv) {
         if (pt.rows == 0) continue;
         apgas::async([&] {  // A's and C's rows: k and n columns, or one piece when they are all of A and C
           const bool all = pt.rows == m;
+          const std::size_t cols_a = all ? 1 : k, cols_c = all ? 1 : n;
           apgas::finish([&] {
-            for (std::size_t l = 0; l < (all ? 1 : k); ++l) {
+            for (std::size_t l = 0; l < cols_a; ++l) {
               apgas::async_copy(std::span(&in->a[pt.r0 + l * m], all ? in->a.size() : pt.rows), pt.a, l * pt.rows);
             }
             apgas::async_copy(std::span(in->bt), pt.bt);
           });
-          apgas::at(pt.p.is_cuda() ? pt.p.parent() : pt.p, [pt, n, k] { multiply_at(pt.p, pt.a, pt.bt, pt.c, pt.rows, n, k); });
+          const apgas::place host = pt.p.is_cuda() ? pt.p.parent() : pt.p;  // the kernel is launched from there
+          apgas::at(host, [pt, n, k] { multiply_at(pt.p, pt.a, pt.bt, pt.c, pt.rows, n, k); });
           apgas::finish([&] {
-            for (std::size_t j = 0; j < (all ? 1 : n); ++j) {
+            for (std::size_t j = 0; j < cols_c; ++j) {
               apgas::async_copy(pt.c, j * pt.rows, std::span(&c[pt.r0 + j * m], all ? c.size() : pt.rows));
             }
           });

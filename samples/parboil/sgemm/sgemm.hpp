@@ -5,7 +5,8 @@
 //
 // Input: `-i A,B,Bt`, Parboil's text matrices (`rows cols`, then rows*cols floats in column-major order). Like
 // Parboil the programs read A and B^T only; the middle file is not opened (Parboil's medium set passes B^T twice).
-// Without -i the input is generated (--size, or the parameters `-- m n k`). Output (-o): Parboil's text, `m n ` then the m*n floats of C, column-major.
+// Without -i the input is generated (--size, or the parameters `-- m n k`). Output (-o): Parboil's text, `m n ` then
+// the m*n floats of C, column-major.
 // Check: Parboil's rule, |d| < 0.01 or |d| < 1% of the reference value, entry by entry.
 //
 // The optimised kernel (Parboil's src/cuda) needs m % 128 == 0, n % 16 == 0; ours also needs k % 8 == 0 (the
@@ -134,7 +135,7 @@ inline void write_input(const parboil::options& o, const problem& p) {
   write_matrix(o.write_inputs[0], p.m, p.k, p.a.data(), "%.9g ");
   std::vector<float> b(p.bt.size());
   for (int l = 0; l < p.k; ++l) {
-    for (int j = 0; j < p.n; ++j) b[l + static_cast<std::size_t>(j) * p.k] = p.bt[j + static_cast<std::size_t>(l) * p.n];
+    for (int j = 0; j < p.n; ++j) b[l + std::size_t(j) * p.k] = p.bt[j + std::size_t(l) * p.n];
   }
   write_matrix(o.write_inputs[1], p.k, p.n, b.data(), "%.9g ");
   write_matrix(o.write_inputs[2], p.n, p.k, p.bt.data(), "%.9g ");

@@ -60,7 +60,7 @@ void multiply(const sgemm::problem& p, const device_arrays& d, float* c) {
   mysgemm_nt<<<grid, block>>>(d.a, p.m, d.bt, p.n, d.c, p.m, p.k);
   check(cudaGetLastError(), "mysgemm_nt launch");
   check(cudaDeviceSynchronize(), "mysgemm_nt");
-  check(cudaMemcpy(c, d.c, static_cast<std::size_t>(p.m) * p.n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy C");
+  check(cudaMemcpy(c, d.c, std::size_t(p.m) * p.n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy C");
 }
 
 }  // namespace

@@ -31,7 +31,8 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
   const int below = y0 > 0 ? y0 - 1 : 0, above = y0 + ty < ny ? y0 + ty : ny - 1;  // the halo rows (in the volume)
   auto clamp = [](int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); };
   using reg = decltype(b.per_thread<float>());  // a value per thread: a register on a GPU
-  reg bottom[2] = {b.per_thread<float>(), b.per_thread<float>()}, top[2] = {b.per_thread<float>(), b.per_thread<float>()};
+  reg bottom[2] = {b.per_thread<float>(), b.per_thread<float>()};
+  reg top[2] = {b.per_thread<float>(), b.per_thread<float>()};
   // The block's work for a tile inside the volume (full: a compile-time constant, nothing tested per point) or not.
   auto walk = [&](auto full) {
     auto stage = [&](int k) {  // plane k into shared memory: the tile from top[], the halo from A0
@@ -66,8 +67,8 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
       const bool inside = full || (i < nx && j < ny), interior = (i > 0) & (i < nx - 1) & (j > 0) & (j < ny - 1);
       const float centre = sh[c];
       if (inside) top[h][t] = A0[g + plane];
-      const float v =
-          (top[h][t] + bottom[h][t] + sh[c + w] + sh[c - w] + sh[c + 1] + sh[c - 1]) * stencil::c1 - centre * stencil::c0;
+      const float v = (top[h][t] + bottom[h][t] + sh[c + w] + sh[c - w] + sh[c + 1] + sh[c - 1]) * stencil::c1 -
+                      centre * stencil::c0;
       if (inside) {  // every point gets v, then the boundary its own value back
         An[g] = v;
         if (!interior) An[g] = centre;
@@ -148,7 +149,8 @@ int main(int argc, char** argv) {
     for (int it = 0; slabs.size() > 1 && it < iterations; ++it) {  // several: a finish per sweep orders the halos
       apgas::finish([&] {
         for (std::size_t s = 0; s < slabs.size(); ++s) {
-          const slab me = slabs[s], lo = s > 0 ? slabs[s - 1] : slab{}, hi = s + 1 < slabs.size() ? slabs[s + 1] : slab{};
+          const slab me = slabs[s], lo = s > 0 ? slabs[s - 1] : slab{};
+          const slab hi = s + 1 < slabs.size() ? slabs[s + 1] : slab{};
           apgas::async_at(me.p.is_cuda() ? me.p.parent() : me.p, [=] {
             auto q = apgas::in_order(me.p);
             sweep(q, me, lo, hi, it, nx, ny);

@@ -35,7 +35,8 @@ __device__ void stage(float* sh, const float* top, const float* A0, int k, int x
   sh[r * (ty + 1) * w + 1 + col] = A0[clamp_to(x0 + col, nx - 1) + j * nx + k * plane];
   if ((x0 > 0 || x0 + 2 * tx < nx) && (threadIdx.x == 0 || threadIdx.x == tx - 1)) {
     const int c = threadIdx.x == 0 ? -1 : 2 * tx;
-    sh[(threadIdx.y + 1) * w + 1 + c] = A0[clamp_to(x0 + c, nx - 1) + clamp_to(y0 + threadIdx.y, ny - 1) * nx + k * plane];
+    const int j = clamp_to(y0 + threadIdx.y, ny - 1);
+    sh[(threadIdx.y + 1) * w + 1 + c] = A0[clamp_to(x0 + c, nx - 1) + j * nx + k * plane];
   }
   __syncthreads();
 }
