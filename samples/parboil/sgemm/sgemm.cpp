@@ -51,46 +51,49 @@ int main(int argc, char** argv) {
     const auto in = sgemm::start(o);
     if (!in) return 0;
     const int m = in->m, n = in->n, k = in->k;
-    struct part {  // rows [r0, r0 + rows) of C at place p: A's rows, B^T and C's rows there, made before the timing
+    struct part {  // rows [r0, r0 + rows) of C at place p, and the arrays there: A's rows, B^T, C's rows
       apgas::place p;
       int r0, rows;
       apgas::remote_array<float> a, bt, c;
+      std::vector<float> a_rows, c_rows;  // A's and C's rows here, when they are not all of A and C
     };
     std::vector<apgas::place> where;  // every computing place of the run, host by host
     for (const apgas::place h : apgas::places()) {
       const auto ps = apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); });
       where.insert(where.end(), ps.begin(), ps.end());
     }
-    std::vector<part> parts;  // C in blocks of 128 rows over them
+    std::vector<part> parts;  // C in blocks of 128 rows over them; all memory made before the timed part
     for (int i = 0; i < int(where.size()); ++i) {
       const auto [r0, r1] = parboil::share(m, i, int(where.size()), tile_m);
+      const std::size_t rows = r1 - r0, a_rows = rows == std::size_t(m) ? 0 : rows * k;
       const apgas::place p = where[i];
-      parts.push_back({p, int(r0), int(r1 - r0), apgas::make_remote_array<float>(p, (r1 - r0) * k),
-                       apgas::make_remote_array<float>(p, in->bt.size()),
-                       apgas::make_remote_array<float>(p, (r1 - r0) * n)});
+      parts.push_back({p, int(r0), int(rows), apgas::make_remote_array<float>(p, rows * k),
+                       apgas::make_remote_array<float>(p, in->bt.size()), apgas::make_remote_array<float>(p, rows * n),
+                       std::vector<float>(a_rows), std::vector<float>(a_rows == 0 ? 0 : rows * n)});
     }
     std::vector<float> c(std::size_t(m) * n);
     parboil::timer time;
     time.start();
     apgas::finish([&] {
-      for (const part& pt : parts) {
+      for (part& pt : parts) {
         if (pt.rows == 0) continue;
-        apgas::async([&] {  // A's and C's rows: k and n columns, or one piece when they are all of A and C
+        apgas::async([&] {
           const bool all = pt.rows == m;
-          const std::size_t cols_a = all ? 1 : k, cols_c = all ? 1 : n;
+          for (int l = 0; l < (all ? 0 : k); ++l) {
+            std::copy_n(&in->a[pt.r0 + std::size_t(l) * m], pt.rows, &pt.a_rows[std::size_t(l) * pt.rows]);
+          }
           apgas::finish([&] {
-            for (std::size_t l = 0; l < cols_a; ++l) {
-              apgas::async_copy(std::span(&in->a[pt.r0 + l * m], all ? in->a.size() : pt.rows), pt.a, l * pt.rows);
-            }
+            apgas::async_copy(std::span(all ? in->a : pt.a_rows), pt.a);
             apgas::async_copy(std::span(in->bt), pt.bt);
           });
           const apgas::place host = pt.p.is_cuda() ? pt.p.parent() : pt.p;  // the kernel is launched from there
-          apgas::at(host, [pt, n, k] { multiply_at(pt.p, pt.a, pt.bt, pt.c, pt.rows, n, k); });
-          apgas::finish([&] {
-            for (std::size_t j = 0; j < cols_c; ++j) {
-              apgas::async_copy(pt.c, j * pt.rows, std::span(&c[pt.r0 + j * m], all ? c.size() : pt.rows));
-            }
+          apgas::at(host, [p = pt.p, a = pt.a, bt = pt.bt, cr = pt.c, rows = pt.rows, n, k] {
+            multiply_at(p, a, bt, cr, rows, n, k);
           });
+          apgas::finish([&] { apgas::async_copy(pt.c, 0, std::span(all ? c : pt.c_rows)); });
+          for (int j = 0; j < (all ? 0 : n); ++j) {
+            std::copy_n(&pt.c_rows[std::size_t(j) * pt.rows], pt.rows, &c[pt.r0 + std::size_t(j) * m]);
+          }
         });
       }
     });
