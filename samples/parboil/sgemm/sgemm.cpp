@@ -6,7 +6,9 @@
 
 #include "parboil_apgas.hpp"
 
+#include <algorithm>
 #include <array>
+#include <vector>
 
 namespace {
 
