@@ -146,18 +146,15 @@ int main(int argc, char** argv) {
     check(cudaGetLastError(), "larger_sad_calc_8 launch");
     larger_sad_calc_16<<<dim3(mb_w, mb_h), pairs / 4>>>(d_sads, mbs);
     check(cudaGetLastError(), "larger_sad_calc_16 launch");
-    // The six output rows: per row and block type one contiguous range (cudaMemcpy waits for the kernels).
-    const auto rows = sad::output_rows(mb_h);
-    std::vector<u16> got(static_cast<std::size_t>(mb_w) * sad::sub_blocks * padded), out;
-    for (int k = 0; k < 6; ++k) {
+    // The six output rows: per row and block type one range (cudaMemcpy waits for the kernels).
+    std::vector<u16> row(sad::row_buffer_size(mb_w)), out;
+    for (const int r : sad::output_rows(mb_h)) {
       for (int t = 1; t <= 7; ++t) {
-        check(cudaMemcpy(got.data() + sad::offset(t, mb_w, 0, 0), d_sads + sad::offset(t, mbs, rows[k] * mb_w, 0),
-                         static_cast<std::size_t>(mb_w) * sad::count[t] * padded * sizeof(u16), cudaMemcpyDeviceToHost),
+        const auto part = sad::type_part(row, t, mb_w);
+        check(cudaMemcpy(part.data(), d_sads + sad::offset(t, mbs, r * mb_w, 0), part.size_bytes(), cudaMemcpyDeviceToHost),
               "cudaMemcpy");
       }
-      const std::size_t at = out.size();
-      out.resize(at + sad::row_values(mb_w));
-      sad::extract_row(got.data(), mb_w, 0, mb_w, out.data() + at);
+      sad::append_row(row, mb_w, out);
     }
     for (u16* d : {d_ref, d_cur, d_pad, d_sads}) check(cudaFree(d), "cudaFree");
     timer.stop();

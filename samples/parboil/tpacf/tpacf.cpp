@@ -7,8 +7,8 @@
 // counts only the pairs a < c. It is written at block level (apgas::thread_block): on a GPU the ordinary kernel, on
 // a CPU place a loop over the block's threads.
 //
-// Places: the random sets are split over the host places (host 0 also computes DD), and each host's share over its
-// GPU places, or its CPU place. The counts are integers: any split gives the same histograms.
+// Places: the random sets are split over the compute places of every host (its GPU places, or its CPU place); the
+// first also computes DD. The counts are integers: any split gives the same histograms.
 #include "tpacf.hpp"
 
 #include "parboil_apgas.hpp"
@@ -35,12 +35,14 @@ APGAS_KERNEL inline int find_bin(std::span<const float> binb, float d) {
   return d < binb[lo] && d >= binb[lo + 1] ? lo : -1;
 }
 
-// gen_hists<<<blocks, 256>>>: pts holds the data set, then m random sets (x, y, z, each (1 + m) * n floats); block 0
-// is DD when dd, then the RR of the m sets, then their DR; hists gets 20 counts per block.
-void gen_hists(apgas::place p, apgas::remote_array<float> pts, apgas::remote_array<unsigned> hists, int n, int m,
-               bool dd) {
+// At p's host, on place p: DD (when dd), then the RR and the DR of the m random sets of xyz (tpacf::pick's layout);
+// the histograms of the blocks, 20 counts each, in that order.
+std::vector<unsigned> gen_hists(apgas::place p, const std::vector<float>& xyz, int n, int m, bool dd) {
   const auto binb = tpacf::bin_bounds();
-  apgas::async_at(p, apgas::cuda_kernel(
+  auto pts = apgas::make_remote_array(p, std::span<const float>(xyz));
+  auto hists = apgas::make_remote_array<unsigned>(p, static_cast<std::size_t>((dd ? 1 : 0) + 2 * m) * bins);
+  // gen_hists<<<blocks, 256>>>: one block per histogram, one thread per point of the other side.
+  apgas::at(p, apgas::cuda_kernel(
       apgas::grid{(dd ? 1 : 0) + 2 * m, block}, apgas::constant_from(std::span<const float>(binb)),  // dev_binb
       apgas::shared_uninit<float, 3 * block>(),                                   // __shared__ data_s[3][BLOCK_SIZE]
       apgas::shared<unsigned, bins * sub_histograms>(),                           // warp_hists, zeroed
@@ -80,48 +82,11 @@ void gen_hists(apgas::place p, apgas::remote_array<float> pts, apgas::remote_arr
           hists.data()[b.block() * bins + t.linear] = s;
         });
       }));
-}
-
-// At a host place: the data set and its m random sets (tpacf::input::xyz's layout), and DD when dd, split over its
-// compute places. Returns its histograms (tpacf::histograms::flat).
-std::vector<std::uint64_t> run_host(bool cpu, bool dd, int n, int m, const std::vector<float>& xyz) {
-  const auto places = parboil::compute_places(cpu);
-  const int np = static_cast<int>(places.size());
-  struct part {
-    bool dd = false;
-    int m = 0;
-    apgas::remote_array<float> pts;
-    apgas::remote_array<unsigned> hists;
-    std::vector<unsigned> out;
-  };
-  std::vector<part> parts(places.size());
-  apgas::finish([&] {
-    for (int i = 0; i < np; ++i) {
-      const auto [lo, hi] = parboil::share(m, i, np);
-      part& q = parts[i];
-      q.dd = dd && i == 0;
-      q.m = static_cast<int>(hi - lo);
-      if (q.m == 0 && !q.dd) continue;
-      q.pts = apgas::make_remote_array(places[i], std::span<const float>(tpacf::pick(xyz, n, m, 1 + lo, 1 + hi)));
-      q.out.resize(static_cast<std::size_t>((q.dd ? 1 : 0) + 2 * q.m) * bins);
-      q.hists = apgas::make_remote_array<unsigned>(places[i], q.out.size());
-      gen_hists(places[i], q.pts, q.hists, n, q.m, q.dd);
-    }
-  });
-  apgas::finish([&] {
-    for (part& q : parts) {
-      if (!q.out.empty()) apgas::async_copy(q.hists, 0, std::span<unsigned>(q.out));
-    }
-  });
-  tpacf::histograms h;
-  for (part& q : parts) {
-    for (std::size_t blk = 0; blk < q.out.size() / bins; ++blk) {
-      h.add(static_cast<int>(blk) + (q.dd ? 0 : 1), q.m, q.out.data() + blk * bins);
-    }
-    apgas::free_remote_array(q.pts);
-    apgas::free_remote_array(q.hists);
-  }
-  return h.flat();
+  std::vector<unsigned> out(hists.size());
+  apgas::finish([&] { apgas::async_copy(hists, 0, std::span<unsigned>(out)); });
+  apgas::free_remote_array(pts);
+  apgas::free_remote_array(hists);
+  return out;
 }
 
 }  // namespace
@@ -131,24 +96,29 @@ int main(int argc, char** argv) {
   return parboil::main(argc, argv, prog, usage.c_str(), tpacf::size_names, [](const parboil::options& o) {
     tpacf::input in;
     if (!tpacf::load(o, in)) return 0;
+    std::vector<apgas::place> places;  // every host's compute places: its GPU places, or itself
+    for (const apgas::place h : apgas::places()) {
+      for (const apgas::place p : apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); })) places.push_back(p);
+    }
     parboil::timer timer;
     timer.start();
-    const auto hosts = apgas::places();
-    std::vector<std::vector<std::uint64_t>> parts(hosts.size());
+    const int np = static_cast<int>(places.size());
+    std::vector<tpacf::histograms> parts(places.size());
     apgas::finish([&] {
-      for (std::size_t h = 0; h < hosts.size(); ++h) {
-        apgas::async([&, h] {  // host h: the random sets [lo, hi) (0-based), and DD at host 0
-          const auto [lo, hi] = parboil::share(in.sets, static_cast<int>(h), static_cast<int>(hosts.size()));
-          const bool cpu = o.cpu, dd = h == 0;
+      for (int i = 0; i < np; ++i) {
+        apgas::async([&, i] {  // place i: the random sets [lo, hi) (0-based), and DD at place 0
+          const auto [lo, hi] = parboil::share(in.sets, i, np);
+          const apgas::place p = places[i];
           const int n = in.n, m = static_cast<int>(hi - lo);
-          parts[h] = apgas::at(
-              hosts[h], [cpu, dd, n, m](const std::vector<float>& xyz) { return run_host(cpu, dd, n, m, xyz); },
+          const auto h = apgas::at(
+              p.parent(), [p, n, m, i](const std::vector<float>& xyz) { return gen_hists(p, xyz, n, m, i == 0); },
               tpacf::pick(in.xyz, n, in.sets, static_cast<int>(1 + lo), static_cast<int>(1 + hi)));
+          parts[i] = tpacf::histograms::of_blocks(h, i == 0, m);
         });
       }
     });
     tpacf::histograms total;
-    for (const auto& p : parts) total.add(tpacf::histograms::from_flat(p));
+    for (const auto& h : parts) total.add(h);
     timer.stop();
     if (!o.output.empty()) tpacf::write_output(o.output, total);
     const bool ok = tpacf::check(o, in, total, prog);

@@ -245,27 +245,19 @@ struct histograms {
     auto& into = kind == 0 ? dd : (kind <= sets ? rr : dr);
     for (int b = 0; b < bins; ++b) into[b] += h[b];
   }
+  /// The histograms of a grid's blocks (20 counts each) in Parboil's order, over `sets` random sets: DD first when
+  /// dd, then the RR of each set, then the DR of each set.
+  static histograms of_blocks(const std::vector<unsigned>& h, bool dd, int sets) {
+    histograms r;
+    for (std::size_t b = 0; b < h.size() / bins; ++b) r.add(static_cast<int>(b) + (dd ? 0 : 1), sets, h.data() + b * bins);
+    return r;
+  }
   void add(const histograms& o) {
     for (int b = 0; b < bins; ++b) {
       dd[b] += o.dd[b];
       dr[b] += o.dr[b];
       rr[b] += o.rr[b];
     }
-  }
-  std::vector<std::uint64_t> flat() const {
-    std::vector<std::uint64_t> v(dd.begin(), dd.end());
-    v.insert(v.end(), dr.begin(), dr.end());
-    v.insert(v.end(), rr.begin(), rr.end());
-    return v;
-  }
-  static histograms from_flat(const std::vector<std::uint64_t>& v) {
-    histograms h;
-    for (int b = 0; b < bins; ++b) {
-      h.dd[b] = v[static_cast<std::size_t>(b)];
-      h.dr[b] = v[static_cast<std::size_t>(bins + b)];
-      h.rr[b] = v[static_cast<std::size_t>(2 * bins + b)];
-    }
-    return h;
   }
 };
 

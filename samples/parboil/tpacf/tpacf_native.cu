@@ -101,8 +101,7 @@ int main(int argc, char** argv) {
     check(cudaDeviceSynchronize(), "gen_hists");
     std::vector<unsigned> h(static_cast<std::size_t>(blocks) * bins);
     check(cudaMemcpy(h.data(), d_hists, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    tpacf::histograms total;
-    for (int b = 0; b < blocks; ++b) total.add(b, in.sets, h.data() + static_cast<std::size_t>(b) * bins);
+    const tpacf::histograms total = tpacf::histograms::of_blocks(h, true, in.sets);
     check(cudaFree(d_pts), "cudaFree");
     check(cudaFree(d_hists), "cudaFree");
     timer.stop();
