@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
           const auto [r0, r1] = parboil::share(f.mb_h(), i, np);
           const apgas::place p = places[i];
           const int w = f.w, h = f.h, a = static_cast<int>(r0), b = static_cast<int>(r1);
+          if (a == b) return;  // more places than macroblock rows
           parts[i] = apgas::at(
               p.parent(),
               [p, w, h, a, b](const std::vector<u16>& ref, const std::vector<u16>& cur) { return search(p, w, h, a, b, ref, cur); },
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
     std::vector<u16> out;
     for (int k = 0; k < 6; ++k) {
       for (const auto& rows : parts) {
-        if (!rows[k].empty()) {
+        if (!rows.empty() && !rows[k].empty()) {
           sad::append_row(rows[k], f.mb_w(), out);
           break;
         }

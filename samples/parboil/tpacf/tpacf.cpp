@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
           const auto [lo, hi] = parboil::share(in.sets, i, np);
           const apgas::place p = places[i];
           const int n = in.n, m = static_cast<int>(hi - lo);
+          if (m == 0 && i > 0) return;  // more places than random sets
           const auto h = apgas::at(
               p.parent(), [p, n, m, i](const std::vector<float>& xyz) { return gen_hists(p, xyz, n, m, i == 0); },
               tpacf::pick(in.xyz, n, in.sets, static_cast<int>(1 + lo), static_cast<int>(1 + hi)));
