@@ -11,8 +11,9 @@
 //                       neighbours, so that neighbouring threads read neighbouring pixels), the SADs staged in shared
 //                       memory, a barrier, then copied out in 8-byte words.
 //   larger_sad_calc_8   the 4x8, 8x4 and 8x8 SADs from the 4x4 ones, adding u16 pairs packed in a u32;
-//   larger_sad_calc_16  the 8x16, 16x8 and 16x16 SADs from the 8x8 ones.
-// Only the six macroblock rows of the output come back (Parboil copied the whole SAD array).
+//   larger_sad_calc_16  the 8x16, 16x8 and 16x16 SADs from the 8x8 ones;
+//   pack_rows           the six macroblock rows of the output, gathered in the output's order and copied back in one
+//                       piece (Parboil copied the whole SAD array back).
 // Places: the macroblock rows are split over the compute places of every host (its GPU places, or its CPU place).
 // The kernels are written at block level (apgas::thread_block): on a GPU the ordinary kernels, on a CPU place loops
 // over a block's threads that the compiler vectorises.
@@ -44,18 +45,24 @@ constexpr int pad = sad::search_range;
 
 APGAS_KERNEL inline int clamp_to(int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 APGAS_KERNEL inline int absdiff(int a, int b) { return a > b ? a - b : b - a; }
+// Sub-block s (0..40, the output's order) of a macroblock: its block type's first sub-block, and how many it has.
+APGAS_KERNEL inline int first_of(int s) { return s < 1 ? 0 : s < 3 ? 1 : s < 5 ? 3 : s < 9 ? 5 : s < 17 ? 9 : s < 25 ? 17 : 25; }
+APGAS_KERNEL inline int count_of(int s) { return s < 1 ? 1 : s < 5 ? 2 : s < 9 ? 4 : s < 25 ? 8 : 16; }
 
 // At p's host, on place p: the SAD array of macroblock rows [r0, r1) of the w x h frames; returns the output rows
-// among them as row buffers (sad.hpp), the others empty. Sub-block k of type t of macroblock mb (counted from row r0)
+// among them (sad::rows_held), in the output's order. Sub-block k of type t of macroblock mb (counted from row r0)
 // starts at element (first[t] * mbs + mb * count[t] + k) * 1096.
-std::vector<std::vector<u16>> search(apgas::place p, int w, int h, int r0, int r1, const std::vector<u16>& ref,
+std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std::vector<u16>& ref,
                                      const std::vector<u16>& cur) {
   const int W = w + 2 * pad, mb_w = w / 16, mbs = mb_w * (r1 - r0);
   auto d_ref = apgas::make_remote_array(p, std::span<const u16>(ref));
   auto d_cur = apgas::make_remote_array(p, std::span<const u16>(cur));
   auto padref = apgas::make_remote_array<u16>(p, static_cast<std::size_t>(W) * (h + 2 * pad));
   auto sads = apgas::make_remote_array<u16>(p, static_cast<std::size_t>(mbs) * sad::sub_blocks * padded);
-  std::vector<std::vector<u16>> rows(6);
+  const sad::held_rows held = sad::rows_held(h / 16, r0, r1);
+  std::vector<u16> rows(held.n * sad::row_values(mb_w));
+  apgas::remote_array<u16> packed;  // rows, on place p
+  if (held.n > 0) packed = apgas::make_remote_array<u16>(p, rows.size());
   apgas::finish([&] {
     auto q = apgas::in_order(p);
     // pad_reference: the padded rows the search reads, padref[y][x] = ref[clamp(y - 16)][clamp(x - 16)].
@@ -151,14 +158,21 @@ std::vector<std::vector<u16>> search(apgas::place p, int w, int h, int r0, int r
         });
       }
     }));
-    const auto out = sad::output_rows(h / 16);  // copied back: per output row and block type one range
-    for (int k = 0; k < 6; ++k) {
-      if (out[k] < r0 || out[k] >= r1) continue;
-      rows[k].resize(sad::row_buffer_size(mb_w));
-      for (int t = 1; t <= 7; ++t) q.async_copy(sads, sad::offset(t, mbs, (out[k] - r0) * mb_w, 0), sad::type_part(rows[k], t, mb_w));
-    }
+    // pack_rows<<<dim3(41, mb_w, rows), 128>>>: the output rows in the output's order, copied back in one piece.
+    if (held.n == 0) return;
+    q.async(apgas::cuda_kernel(apgas::grid{{sad::sub_blocks, mb_w, held.n}, 128}, [=] APGAS_KERNEL (apgas::thread_block b) {
+      const int s = b.block_idx().x, mb = b.block_idx().y, k = b.block_idx().z, first = first_of(s);
+      const u16* src = sads.data() + (static_cast<long>(first) * mbs + (held.r[k] * mb_w + mb) * count_of(s) + s - first) * padded;
+      u16* dst = packed.data() + ((static_cast<long>(k) * mb_w + mb) * sad::sub_blocks + s) * sad::positions;
+      for (int i0 = 0; i0 < sad::positions; i0 += 128) {
+        b.for_threads([&](apgas::thread_index t) {
+          if (i0 + t.x < sad::positions) dst[i0 + t.x] = src[i0 + t.x];
+        });
+      }
+    }));
+    q.async_copy(packed, 0, std::span<u16>(rows));
   });
-  for (auto* a : {&d_ref, &d_cur, &padref, &sads}) apgas::free_remote_array(*a);
+  for (auto* a : {&d_ref, &d_cur, &padref, &sads, &packed}) apgas::free_remote_array(*a);
   return rows;
 }
 
@@ -176,7 +190,7 @@ int main(int argc, char** argv) {
     parboil::timer timer;
     timer.start();
     const int np = static_cast<int>(places.size());
-    std::vector<std::vector<std::vector<u16>>> parts(places.size());
+    std::vector<std::vector<u16>> parts(places.size());
     apgas::finish([&] {
       for (int i = 0; i < np; ++i) {
         apgas::async([&, i] {  // place i: macroblock rows [r0, r1)
@@ -191,13 +205,13 @@ int main(int argc, char** argv) {
         });
       }
     });
-    std::vector<u16> out;
-    for (int k = 0; k < 6; ++k) {
-      for (const auto& rows : parts) {
-        if (!rows.empty() && !rows[k].empty()) {
-          sad::append_row(rows[k], f.mb_w(), out);
-          break;
-        }
+    const std::size_t values = sad::row_values(f.mb_w());
+    std::vector<u16> out(6 * values);
+    for (int i = 0; i < np; ++i) {  // place i's rows, in the output's order
+      const auto [r0, r1] = parboil::share(f.mb_h(), i, np);
+      const auto rows = sad::output_rows(f.mb_h());
+      for (int k = 0, j = 0; k < 6; ++k) {
+        if (rows[k] >= r0 && rows[k] < r1) std::copy_n(parts[i].begin() + values * j++, values, out.begin() + values * k);
       }
     }
     timer.stop();

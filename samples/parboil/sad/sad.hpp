@@ -170,16 +170,18 @@ inline void extract_row(const std::uint16_t* sads, int mbs, int mb, int mb_w, st
   }
 }
 
-/// A row buffer holds one macroblock row's SADs as a SAD array of mb_w macroblocks (type by type, padded), the form
-/// in which the kernels leave a row: the part of type t, which is one contiguous range of the SAD array too.
-inline std::size_t row_buffer_size(int mb_w) { return static_cast<std::size_t>(mb_w) * sub_blocks * padded; }
-inline std::span<std::uint16_t> type_part(std::vector<std::uint16_t>& row, int t, int mb_w) {
-  return std::span<std::uint16_t>(row).subspan(offset(t, mb_w, 0, 0), static_cast<std::size_t>(mb_w) * count[t] * padded);
-}
-/// A row buffer in the output's order, appended to out.
-inline void append_row(const std::vector<std::uint16_t>& row, int mb_w, std::vector<std::uint16_t>& out) {
-  out.resize(out.size() + row_values(mb_w));
-  extract_row(row.data(), mb_w, 0, mb_w, out.data() + out.size() - row_values(mb_w));
+/// The six output rows (local indices) a part of the frame holds, for the kernel that packs them: rows [r0, r1) of
+/// the frame; n of the six fall in it, r[0..n) their indices counted from r0, in the output's order.
+struct held_rows {
+  int n = 0;
+  int r[6] = {};
+};
+inline held_rows rows_held(int mb_h, int r0, int r1) {
+  held_rows h;
+  for (const int row : output_rows(mb_h)) {
+    if (row >= r0 && row < r1) h.r[h.n++] = row - r0;
+  }
+  return h;
 }
 
 /// Parboil's output file: u32 (6 * mb_w), u32 0, then the six rows (6 * row_values(mb_w) u16).

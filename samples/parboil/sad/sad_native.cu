@@ -7,9 +7,10 @@
 //                       vertically neighbouring search positions each, the SADs staged in shared memory and copied out
 //                       in 8-byte words;
 //   larger_sad_calc_8   4x8, 8x4, 8x8 SADs from the 4x4 ones (u16 pairs packed in u32);
-//   larger_sad_calc_16  8x16, 16x8, 16x16 from the 8x8 ones.
-// Only the six output macroblock rows are copied back (Parboil copied the whole SAD array). Input, output and check
-// are sad.hpp's.
+//   larger_sad_calc_16  8x16, 16x8, 16x16 from the 8x8 ones;
+//   pack_rows           the six output macroblock rows gathered in the output's order, copied back in one piece
+//                       (Parboil copied the whole SAD array back).
+// Input, output and check are sad.hpp's.
 #include "sad.hpp"
 
 #include <cuda_runtime.h>
@@ -33,6 +34,9 @@ void check(cudaError_t e, const char* what) {
 
 __device__ int clamp_to(int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 __device__ int absdiff(int a, int b) { return a > b ? a - b : b - a; }
+// Sub-block s (0..40, the output's order) of a macroblock: its block type's first sub-block, and how many it has.
+__device__ int first_of(int s) { return s < 1 ? 0 : s < 3 ? 1 : s < 5 ? 3 : s < 9 ? 5 : s < 17 ? 9 : s < 25 ? 17 : 25; }
+__device__ int count_of(int s) { return s < 1 ? 1 : s < 5 ? 2 : s < 9 ? 4 : s < 25 ? 8 : 16; }
 
 // One block per padded row: padref[y][x] = ref[clamp(y - 16)][clamp(x - 16)], W = w + 32.
 __global__ void pad_reference(const u16* __restrict__ ref, u16* __restrict__ padref, int w, int h) {
@@ -112,6 +116,14 @@ __global__ void larger_sad_calc_16(u16* sads_u16, int mbs) {
   }
 }
 
+// <<<dim3(41, mb_w, 6), 128>>>: sub-block blockIdx.x of macroblock blockIdx.y of output row blockIdx.z, packed.
+__global__ void pack_rows(const u16* __restrict__ sads, u16* __restrict__ out, int mbs, sad::held_rows rows) {
+  const int s = blockIdx.x, mb = blockIdx.y, k = blockIdx.z, mb_w = gridDim.y, first = first_of(s);
+  const u16* src = sads + (static_cast<long>(first) * mbs + (rows.r[k] * mb_w + mb) * count_of(s) + s - first) * padded;
+  u16* dst = out + ((static_cast<long>(k) * mb_w + mb) * sad::sub_blocks + s) * sad::positions;
+  for (int i = threadIdx.x; i < sad::positions; i += blockDim.x) dst[i] = src[i];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,17 +158,13 @@ int main(int argc, char** argv) {
     check(cudaGetLastError(), "larger_sad_calc_8 launch");
     larger_sad_calc_16<<<dim3(mb_w, mb_h), pairs / 4>>>(d_sads, mbs);
     check(cudaGetLastError(), "larger_sad_calc_16 launch");
-    // The six output rows: per row and block type one range (cudaMemcpy waits for the kernels).
-    std::vector<u16> row(sad::row_buffer_size(mb_w)), out;
-    for (const int r : sad::output_rows(mb_h)) {
-      for (int t = 1; t <= 7; ++t) {
-        const auto part = sad::type_part(row, t, mb_w);
-        check(cudaMemcpy(part.data(), d_sads + sad::offset(t, mbs, r * mb_w, 0), part.size_bytes(), cudaMemcpyDeviceToHost),
-              "cudaMemcpy");
-      }
-      sad::append_row(row, mb_w, out);
-    }
-    for (u16* d : {d_ref, d_cur, d_pad, d_sads}) check(cudaFree(d), "cudaFree");
+    std::vector<u16> out(6 * sad::row_values(mb_w));
+    u16* d_out = nullptr;
+    check(cudaMalloc(&d_out, out.size() * sizeof(u16)), "cudaMalloc");
+    pack_rows<<<dim3(sad::sub_blocks, mb_w, 6), 128>>>(d_sads, d_out, mbs, sad::rows_held(mb_h, 0, mb_h));
+    check(cudaGetLastError(), "pack_rows launch");
+    check(cudaMemcpy(out.data(), d_out, out.size() * sizeof(u16), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    for (u16* d : {d_ref, d_cur, d_pad, d_sads, d_out}) check(cudaFree(d), "cudaFree");
     timer.stop();
     if (!o.output.empty()) sad::write_output(o.output, mb_w, out);
     const bool ok = sad::check(o, f, out, prog);
