@@ -46,14 +46,16 @@ constexpr int pad = sad::search_range;
 APGAS_KERNEL inline int clamp_to(int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 APGAS_KERNEL inline int absdiff(int a, int b) { return a > b ? a - b : b - a; }
 // Sub-block s (0..40, the output's order) of a macroblock: its block type's first sub-block, and how many it has.
-APGAS_KERNEL inline int first_of(int s) { return s < 1 ? 0 : s < 3 ? 1 : s < 5 ? 3 : s < 9 ? 5 : s < 17 ? 9 : s < 25 ? 17 : 25; }
+APGAS_KERNEL inline int first_of(int s) {
+  return s < 1 ? 0 : s < 3 ? 1 : s < 5 ? 3 : s < 9 ? 5 : s < 17 ? 9 : s < 25 ? 17 : 25;
+}
 APGAS_KERNEL inline int count_of(int s) { return s < 1 ? 1 : s < 5 ? 2 : s < 9 ? 4 : s < 25 ? 8 : 16; }
 
 // At p's host, on place p: the SAD array of macroblock rows [r0, r1) of the w x h frames; returns the output rows
 // among them (sad::rows_held), in the output's order. Sub-block k of type t of macroblock mb (counted from row r0)
 // starts at element (first[t] * mbs + mb * count[t] + k) * 1096.
 std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std::vector<u16>& ref,
-                                     const std::vector<u16>& cur) {
+                        const std::vector<u16>& cur) {
   const int W = w + 2 * pad, mb_w = w / 16, mbs = mb_w * (r1 - r0);
   auto d_ref = apgas::make_remote_array(p, std::span<const u16>(ref));
   auto d_cur = apgas::make_remote_array(p, std::span<const u16>(cur));
@@ -66,7 +68,7 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
   apgas::finish([&] {
     auto q = apgas::in_order(p);
     // pad_reference: the padded rows the search reads, padref[y][x] = ref[clamp(y - 16)][clamp(x - 16)].
-    q.async(apgas::cuda_kernel(apgas::grid{16 * (r1 - r0) + 2 * pad, 128}, [=] APGAS_KERNEL (apgas::thread_block b) {
+    q.async(apgas::cuda_kernel(apgas::grid{16 * (r1 - r0) + 2 * pad, 128}, [=] APGAS_KERNEL(apgas::thread_block b) {
       const int y = 16 * r0 + static_cast<int>(b.block());
       const u16* src = d_ref.data() + static_cast<long>(clamp_to(y - pad, h - 1)) * w;
       u16* dst = padref.data() + static_cast<long>(y) * W;
@@ -81,7 +83,8 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
         apgas::grid{{w / 4, 4 * (r1 - r0)}, {dim, dim / 3}},
         apgas::shared_uninit<u16, 16>(),      // frame_loc: the current 4x4 block
         apgas::shared_uninit<u16, padded>(),  // sad_loc: its SADs
-        [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<u16, 16> blk, apgas::shared_span<u16, padded> sad_loc) {
+        [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<u16, 16> blk,
+                         apgas::shared_span<u16, padded> sad_loc) {
           const int bx = b.block_idx().x, by = b.block_idx().y;  // by: from row r0
           const int x0 = 4 * bx, y0 = 16 * r0 + 4 * by;          // the 4x4 block's first pixel
           const u16* R = padref.data();
@@ -110,7 +113,8 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
           b.sync();
           // Out in 8-byte words, to sub-block (bx % 4, by % 4) of the macroblock's 4x4 SADs.
           const long mb = (by / 4) * mb_w + bx / 4;
-          auto* out = reinterpret_cast<unsigned long long*>(sads.data() + (25L * mbs + mb * 16 + 4 * (by % 4) + bx % 4) * padded);
+          auto* out = reinterpret_cast<unsigned long long*>(sads.data() +
+                                                            (25L * mbs + mb * 16 + 4 * (by % 4) + bx % 4) * padded);
           b.for_threads([&](apgas::thread_index t) {
             if (t.linear >= padded / 4) return;
             const int i = 4 * t.linear;
@@ -121,7 +125,7 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
         }));
     // larger_sad_calc_8<<<dim3(mb_w, mb_h), dim3(137, 4)>>>: per macroblock and 8x8 block (t.y), the 4x8, 8x4 and
     // 8x8 SADs of positions 2i, 2i + 1 from its four 4x4 ones. In u32 a sub-block is 548 values.
-    q.async(apgas::cuda_kernel(apgas::grid{{mb_w, r1 - r0}, {pairs / 4, 4}}, [=] APGAS_KERNEL (apgas::thread_block b) {
+    q.async(apgas::cuda_kernel(apgas::grid{{mb_w, r1 - r0}, {pairs / 4, 4}}, [=] APGAS_KERNEL(apgas::thread_block b) {
       const long mb = b.block();
       auto* s = reinterpret_cast<unsigned*>(sads.data());
       for (int i0 = 0; i0 < pairs; i0 += pairs / 4) {
@@ -140,7 +144,7 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
       }
     }));
     // larger_sad_calc_16<<<dim3(mb_w, mb_h), 137>>>: the 8x16, 16x8 and 16x16 SADs from the four 8x8 ones.
-    q.async(apgas::cuda_kernel(apgas::grid{{mb_w, r1 - r0}, pairs / 4}, [=] APGAS_KERNEL (apgas::thread_block b) {
+    q.async(apgas::cuda_kernel(apgas::grid{{mb_w, r1 - r0}, pairs / 4}, [=] APGAS_KERNEL(apgas::thread_block b) {
       const long mb = b.block();
       auto* s = reinterpret_cast<unsigned*>(sads.data());
       for (int i0 = 0; i0 < pairs; i0 += pairs / 4) {
@@ -160,9 +164,11 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
     }));
     // pack_rows<<<dim3(41, mb_w, rows), 128>>>: the output rows in the output's order, copied back in one piece.
     if (held.n == 0) return;
-    q.async(apgas::cuda_kernel(apgas::grid{{sad::sub_blocks, mb_w, held.n}, 128}, [=] APGAS_KERNEL (apgas::thread_block b) {
+    const apgas::grid packing{{sad::sub_blocks, mb_w, held.n}, 128};
+    q.async(apgas::cuda_kernel(packing, [=] APGAS_KERNEL(apgas::thread_block b) {
       const int s = b.block_idx().x, mb = b.block_idx().y, k = b.block_idx().z, first = first_of(s);
-      const u16* src = sads.data() + (static_cast<long>(first) * mbs + (held.r[k] * mb_w + mb) * count_of(s) + s - first) * padded;
+      const u16* src =
+          sads.data() + (static_cast<long>(first) * mbs + (held.r[k] * mb_w + mb) * count_of(s) + s - first) * padded;
       u16* dst = packed.data() + ((static_cast<long>(k) * mb_w + mb) * sad::sub_blocks + s) * sad::positions;
       for (int i0 = 0; i0 < sad::positions; i0 += 128) {
         b.for_threads([&](apgas::thread_index t) {
@@ -185,10 +191,13 @@ int main(int argc, char** argv) {
     if (!sad::load(o, f)) return 0;
     std::vector<apgas::place> places;  // every host's compute places: its GPU places, or itself
     for (const apgas::place h : apgas::places()) {
-      for (const apgas::place p : apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); })) places.push_back(p);
+      const auto mine = apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); });
+      places.insert(places.end(), mine.begin(), mine.end());
     }
     for (const apgas::place p : places) {  // CUDA's runtime started before the timer, as the native version does
-      apgas::at(p.parent(), [p] { apgas::at(p, apgas::cuda_kernel(apgas::grid{1, 1}, [=] APGAS_KERNEL (apgas::thread) {})); });
+      apgas::at(p.parent(), [p] {
+        apgas::at(p, apgas::cuda_kernel(apgas::grid{1, 1}, [=] APGAS_KERNEL(apgas::thread) {}));
+      });
     }
     parboil::timer timer;
     timer.start();
@@ -203,7 +212,9 @@ int main(int argc, char** argv) {
           if (a == b) return;  // more places than macroblock rows
           parts[i] = apgas::at(
               p.parent(),
-              [p, w, h, a, b](const std::vector<u16>& ref, const std::vector<u16>& cur) { return search(p, w, h, a, b, ref, cur); },
+              [p, w, h, a, b](const std::vector<u16>& ref, const std::vector<u16>& cur) {
+                return search(p, w, h, a, b, ref, cur);
+              },
               f.ref, f.cur);
         });
       }

@@ -234,11 +234,11 @@ inline std::vector<std::uint16_t> reference(const frames& f) {
         }
       }
       for (int k = 0; k < 8; ++k) add(6, k, 7, 8 * (k / 4) + k % 4, 8 * (k / 4) + k % 4 + 4);  // 4x8: 4 wide, 8 tall
-      for (int k = 0; k < 8; ++k) add(5, k, 7, 2 * k, 2 * k + 1);                             // 8x4
+      for (int k = 0; k < 8; ++k) add(5, k, 7, 2 * k, 2 * k + 1);                              // 8x4
       for (int k = 0; k < 4; ++k) add(4, k, 5, 4 * (k / 2) + k % 2, 4 * (k / 2) + k % 2 + 2);  // 8x8
-      for (int k = 0; k < 2; ++k) add(3, k, 4, k, k + 2);                                     // 8x16
-      for (int k = 0; k < 2; ++k) add(2, k, 4, 2 * k, 2 * k + 1);                             // 16x8
-      add(1, 0, 2, 0, 1);                                                                     // 16x16
+      for (int k = 0; k < 2; ++k) add(3, k, 4, k, k + 2);                                      // 8x16
+      for (int k = 0; k < 2; ++k) add(2, k, 4, 2 * k, 2 * k + 1);                              // 16x8
+      add(1, 0, 2, 0, 1);                                                                      // 16x16
       o = std::copy(s.begin(), s.end(), o);
     }
   }

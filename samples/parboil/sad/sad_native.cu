@@ -42,7 +42,8 @@ __device__ int count_of(int s) { return s < 1 ? 1 : s < 5 ? 2 : s < 9 ? 4 : s < 
 __global__ void pad_reference(const u16* __restrict__ ref, u16* __restrict__ padref, int w, int h) {
   const int y = blockIdx.x, W = w + 2 * pad;
   const u16* src = ref + static_cast<long>(clamp_to(y - pad, h - 1)) * w;
-  for (int x = threadIdx.x; x < W; x += blockDim.x) padref[static_cast<long>(y) * W + x] = src[clamp_to(x - pad, w - 1)];
+  for (int x = threadIdx.x; x < W; x += blockDim.x)
+    padref[static_cast<long>(y) * W + x] = src[clamp_to(x - pad, w - 1)];
 }
 
 // <<<dim3(w / 4, h / 4), dim3(33, 11)>>>: the 1089 SADs of a 4x4 block (type 7).

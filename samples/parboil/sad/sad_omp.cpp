@@ -60,16 +60,17 @@ int main(int argc, char** argv) {
 #pragma omp for schedule(static)
       for (int mb = 0; mb < mbs; ++mb) {
         for (int k = 0; k < 8; ++k) add(mb, 6, k, 7, 8 * (k / 4) + k % 4, 8 * (k / 4) + k % 4 + 4);  // 4 wide, 8 tall
-        for (int k = 0; k < 8; ++k) add(mb, 5, k, 7, 2 * k, 2 * k + 1);                             // 8 wide, 4 tall
+        for (int k = 0; k < 8; ++k) add(mb, 5, k, 7, 2 * k, 2 * k + 1);                              // 8 wide, 4 tall
         for (int k = 0; k < 4; ++k) add(mb, 4, k, 5, 4 * (k / 2) + k % 2, 4 * (k / 2) + k % 2 + 2);  // 8x8
-        for (int k = 0; k < 2; ++k) add(mb, 3, k, 4, k, k + 2);                                     // 8x16
-        for (int k = 0; k < 2; ++k) add(mb, 2, k, 4, 2 * k, 2 * k + 1);                             // 16x8
-        add(mb, 1, 0, 2, 0, 1);                                                                     // 16x16
+        for (int k = 0; k < 2; ++k) add(mb, 3, k, 4, k, k + 2);                                      // 8x16
+        for (int k = 0; k < 2; ++k) add(mb, 2, k, 4, 2 * k, 2 * k + 1);                              // 16x8
+        add(mb, 1, 0, 2, 0, 1);                                                                      // 16x16
       }
     }
     std::vector<u16> out(6 * sad::row_values(mb_w));
     const auto rows = sad::output_rows(f.mb_h());
-    for (int k = 0; k < 6; ++k) sad::extract_row(sads.data(), mbs, rows[k] * mb_w, mb_w, out.data() + k * sad::row_values(mb_w));
+    for (int k = 0; k < 6; ++k)
+      sad::extract_row(sads.data(), mbs, rows[k] * mb_w, mb_w, out.data() + k * sad::row_values(mb_w));
     timer.stop();
     if (!o.output.empty()) sad::write_output(o.output, mb_w, out);
     const bool ok = sad::check(o, f, out, prog);

@@ -73,7 +73,8 @@ execute_process(COMMAND sh -c "cat ref.bin; printf '\\000\\000'" WORKING_DIRECTO
 expect_error("bytes after the frame" "input file 'long.bin': 2 bytes after the data, at byte 12292"
              "${PROGRAM}" -i ref.bin,long.bin)
 run(rc out "${PROGRAM}" --write-input big1.bin,big2.bin)
-expect_error("frames of two sizes" "input file 'big1.bin': a frame of 176 x 144 pixels, but the reference frame 'ref.bin' is 96 x 64"
+expect_error("frames of two sizes"
+             "input file 'big1.bin': a frame of 176 x 144 pixels, but the reference frame 'ref.bin' is 96 x 64"
              "${PROGRAM}" -i ref.bin,big1.bin)
 execute_process(COMMAND head -c 1000 read.out WORKING_DIRECTORY "${WORK_DIR}" OUTPUT_FILE "${WORK_DIR}/cut.out")
 expect_error("--check against a short output" "input file 'cut.out': at byte 8: expected 1607364 x 2 bytes of SADs"

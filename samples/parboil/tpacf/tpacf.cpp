@@ -42,16 +42,16 @@ std::vector<unsigned> gen_hists(apgas::place p, const std::vector<float>& xyz, i
   auto pts = apgas::make_remote_array(p, std::span<const float>(xyz));
   auto hists = apgas::make_remote_array<unsigned>(p, static_cast<std::size_t>((dd ? 1 : 0) + 2 * m) * bins);
   // gen_hists<<<blocks, 256>>>: one block per histogram, one thread per point of the other side.
-  apgas::at(p, apgas::cuda_kernel(
+  const auto kernel = apgas::cuda_kernel(
       apgas::grid{(dd ? 1 : 0) + 2 * m, block}, apgas::constant_from(std::span<const float>(binb)),  // dev_binb
-      apgas::shared_uninit<float, 3 * block>(),                                   // __shared__ data_s[3][BLOCK_SIZE]
-      apgas::shared<unsigned, bins * sub_histograms>(),                           // warp_hists, zeroed
-      [=] APGAS_KERNEL (apgas::thread_block b, std::span<const float> binb, apgas::shared_span<float, 3 * block> tile,
-                        apgas::shared_span<unsigned, bins * sub_histograms> sub) {
+      apgas::shared_uninit<float, 3 * block>(),          // __shared__ data_s[3][BLOCK_SIZE]
+      apgas::shared<unsigned, bins * sub_histograms>(),  // warp_hists, zeroed
+      [=] APGAS_KERNEL(apgas::thread_block b, std::span<const float> binb, apgas::shared_span<float, 3 * block> tile,
+                       apgas::shared_span<unsigned, bins * sub_histograms> sub) {
         const int kind = static_cast<int>(b.block()) + (dd ? 0 : 1);  // 0: DD, 1..m: RR, m+1..2m: DR
         const bool self = kind <= m;
         const long stride = static_cast<long>(1 + m) * n;
-        const float* d = pts.data() + static_cast<long>(self ? kind : 0) * n;  // staged in tiles
+        const float* d = pts.data() + static_cast<long>(self ? kind : 0) * n;         // staged in tiles
         const float* r = pts.data() + static_cast<long>(self ? kind : kind - m) * n;  // one point per thread
         for (int i = 0; i < n; i += block) {
           b.for_threads([&](apgas::thread_index t) {
@@ -81,7 +81,8 @@ std::vector<unsigned> gen_hists(apgas::place p, const std::vector<float>& xyz, i
           for (int w = 0; w < sub_histograms; ++w) s += sub[t.linear * sub_histograms + w];
           hists.data()[b.block() * bins + t.linear] = s;
         });
-      }));
+      });
+  apgas::at(p, kernel);
   std::vector<unsigned> out(hists.size());
   apgas::finish([&] { apgas::async_copy(hists, 0, std::span<unsigned>(out)); });
   apgas::free_remote_array(pts);
@@ -98,10 +99,13 @@ int main(int argc, char** argv) {
     if (!tpacf::load(o, in)) return 0;
     std::vector<apgas::place> places;  // every host's compute places: its GPU places, or itself
     for (const apgas::place h : apgas::places()) {
-      for (const apgas::place p : apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); })) places.push_back(p);
+      const auto mine = apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); });
+      places.insert(places.end(), mine.begin(), mine.end());
     }
     for (const apgas::place p : places) {  // CUDA's runtime started before the timer, as the native version does
-      apgas::at(p.parent(), [p] { apgas::at(p, apgas::cuda_kernel(apgas::grid{1, 1}, [=] APGAS_KERNEL (apgas::thread) {})); });
+      apgas::at(p.parent(), [p] {
+        apgas::at(p, apgas::cuda_kernel(apgas::grid{1, 1}, [=] APGAS_KERNEL(apgas::thread) {}));
+      });
     }
     parboil::timer timer;
     timer.start();

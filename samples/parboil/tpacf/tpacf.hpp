@@ -30,11 +30,11 @@
 namespace tpacf {
 
 inline constexpr const char* name = "tpacf";
-inline constexpr int bins = 20;              ///< NUM_BINS: 5 per decade, 1' to 10^4'
+inline constexpr int bins = 20;  ///< NUM_BINS: 5 per decade, 1' to 10^4'
 inline constexpr int bins_per_decade = 5;
 inline constexpr double min_arcmin = 1.0;
-inline constexpr int block = 256;            ///< points per tile = threads per block (Parboil's BLOCK_SIZE)
-inline constexpr int sub_histograms = 128;   ///< per block, two threads each (Parboil: 8 warps x 16 histograms)
+inline constexpr int block = 256;           ///< points per tile = threads per block (Parboil's BLOCK_SIZE)
+inline constexpr int sub_histograms = 128;  ///< per block, two threads each (Parboil: 8 warps x 16 histograms)
 
 /// The size sets: Parboil's small, medium and large datasets (100 random sets each). "default" is medium: large takes
 /// about a minute on two CPU cores (1.6e10 pairs), medium about ten seconds (2.5e9 pairs).
@@ -59,8 +59,8 @@ inline std::array<float, bins + 1> bin_bounds() {
   std::array<float, bins + 1> b{};
   const double d2r = M_PI / 180.0;
   for (int k = 0; k <= bins; ++k) {
-    b[static_cast<std::size_t>(k)] = static_cast<float>(
-        std::cos(std::pow(10.0, std::log10(min_arcmin) + k * 1.0 / bins_per_decade) / 60.0 * d2r));
+    b[static_cast<std::size_t>(k)] =
+        static_cast<float>(std::cos(std::pow(10.0, std::log10(min_arcmin) + k * 1.0 / bins_per_decade) / 60.0 * d2r));
   }
   return b;
 }
@@ -164,7 +164,8 @@ inline std::vector<float> read_ra_dec(const std::string& path, int n) {
 
 inline void write_ra_dec(const std::string& path, const std::vector<float>& v) {
   parboil::output_file f(path, false);
-  for (std::size_t i = 0; i + 1 < v.size(); i += 2) f.print("%.7f %.7f\n", static_cast<double>(v[i]), static_cast<double>(v[i + 1]));
+  for (std::size_t i = 0; i + 1 < v.size(); i += 2)
+    f.print("%.7f %.7f\n", static_cast<double>(v[i]), static_cast<double>(v[i + 1]));
   f.close();
 }
 
@@ -250,7 +251,8 @@ struct histograms {
   /// dd, then the RR of each set, then the DR of each set.
   static histograms of_blocks(const std::vector<unsigned>& h, bool dd, int sets) {
     histograms r;
-    for (std::size_t b = 0; b < h.size() / bins; ++b) r.add(static_cast<int>(b) + (dd ? 0 : 1), sets, h.data() + b * bins);
+    for (std::size_t b = 0; b < h.size() / bins; ++b)
+      r.add(static_cast<int>(b) + (dd ? 0 : 1), sets, h.data() + b * bins);
     return r;
   }
   void add(const histograms& o) {
@@ -304,7 +306,8 @@ inline histograms reference(const input& in) {
     }
     histograms part;
     auto& into = kind == 0 ? part.dd : (self ? part.rr : part.dr);
-    for (int b = 0; b < bins; ++b) into[b] = below[static_cast<std::size_t>(b)] - below[static_cast<std::size_t>(b) + 1];
+    for (int b = 0; b < bins; ++b)
+      into[b] = below[static_cast<std::size_t>(b)] - below[static_cast<std::size_t>(b) + 1];
     h.add(part);
   }
   return h;
@@ -324,7 +327,8 @@ inline void write_output(const std::string& path, const histograms& h) {
 inline std::vector<double> read_output(const std::string& path) {
   parboil::text_file f(path);
   std::vector<double> v;
-  for (int i = 0; i < 3 * bins; ++i) v.push_back(f.number<double>("histogram value " + std::to_string(i + 1) + " of 60"));
+  for (int i = 0; i < 3 * bins; ++i)
+    v.push_back(f.number<double>("histogram value " + std::to_string(i + 1) + " of 60"));
   if (!f.at_end()) f.fail(f.line(), "expected the end of the file after 60 values");
   return v;
 }
@@ -337,8 +341,8 @@ inline parboil::check_result compare(const std::vector<double>& ref, const std::
     std::size_t end;
     double rtol, atol;
   };
-  static constexpr tier tiers[] = {{3, 0.10, 3},     {6, 0.35, 20},     {9, 0.05, 10},   {12, 0.02, 10},
-                                   {21, 0.01, 10},   {32, 0.001, 10},   {60, 0.001, 10000}};
+  static constexpr tier tiers[] = {{3, 0.10, 3},   {6, 0.35, 20},   {9, 0.05, 10},     {12, 0.02, 10},
+                                   {21, 0.01, 10}, {32, 0.001, 10}, {60, 0.001, 10000}};
   std::size_t t = 0;
   double sum_ref = 0, sum_got = 0;
   for (std::size_t i = 0; i < ref.size() && i < got.size(); ++i) {
