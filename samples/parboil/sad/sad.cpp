@@ -185,7 +185,7 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const std::string usage = std::string(sad::usage) + parboil::common_usage;
+  static const std::string usage = sad::usage(prog);
   return parboil::main(argc, argv, prog, usage.c_str(), sad::size_names, [](const parboil::options& o) {
     sad::frames f;
     if (!sad::load(o, f)) return 0;

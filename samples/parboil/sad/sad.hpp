@@ -49,7 +49,13 @@ inline std::array<int, 2> size_of(const std::string& name) {
 }
 inline const std::initializer_list<std::string_view> size_names = {"small", "default", "large"};
 
-inline constexpr const char* usage = "usage: <program> [-i reference.bin,frame.bin] [-o OUT] [options]\n";
+/// The usage text of a sad program.
+inline std::string usage(const char* prog) {
+  return std::string("usage: ") + prog +
+         " [-i reference.bin,frame.bin] [-o OUT] [options]\n"
+         "  sizes (--size): small (96 x 64), default (176 x 144, QCIF), large (1920 x 1072)\n" +
+         parboil::common_usage;
+}
 
 struct frames {
   int w = 0, h = 0;

@@ -128,7 +128,7 @@ __global__ void pack_rows(const u16* __restrict__ sads, u16* __restrict__ out, i
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const std::string usage = std::string(sad::usage) + parboil::common_usage;
+  static const std::string usage = sad::usage(prog);
   return parboil::guarded(prog, usage.c_str(), [&] {
     const parboil::options o = parboil::parse(argc, argv, sad::size_names);
     sad::frames f;

@@ -13,7 +13,7 @@
 int main(int argc, char** argv) {
   constexpr const char* prog = "parboil_sad_omp";
   using u16 = std::uint16_t;
-  static const std::string usage = std::string(sad::usage) + parboil::common_usage;
+  static const std::string usage = sad::usage(prog);
   return parboil::guarded(prog, usage.c_str(), [&] {
     const parboil::options o = parboil::parse(argc, argv, sad::size_names);
     sad::frames f;

@@ -1,7 +1,9 @@
 # sad's frame files: the generated frames written with --write-input and read back with -i give check=ok and the
 # same output (-o) as the generated ones, --check against that output passes, and broken frames stop the program
-# with exit code 2 and a message naming the file and the offset.
-#   cmake -DPROGRAM=<apgas_parboil_sad or parboil_sad_omp> -DWORK_DIR=<scratch folder> -P test_files.cmake
+# with exit code 2 and a message naming the file and the offset; with MPIEXEC, 2 and 3 host places give the same
+# output.
+#   cmake [-DMPIEXEC=<mpiexec>] -DPROGRAM=<apgas_parboil_sad or parboil_sad_omp>
+#         -DWORK_DIR=<scratch folder> -P test_files.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
@@ -51,6 +53,17 @@ if(NOT bytes EQUAL 3214736)  # 8 + 6 rows * 6 macroblocks * 41 * 1089 * 2
 endif()
 expect_ok("--check against its own output" "${PROGRAM}" -q -i ref.bin,cur.bin --check read.out)
 
+if(MPIEXEC)  # the same output on 2 and 3 host places
+  foreach(np 2 3)
+    expect_ok("${np} host places" ${CMAKE_COMMAND} -E env APGAS_TRANSPORT=mpi APGAS_NTHREADS=1 "${MPIEXEC}"
+              --allow-run-as-root --oversubscribe -np ${np} "${PROGRAM}" -q -i ref.bin,cur.bin -o np${np}.out)
+    file(SHA256 "${WORK_DIR}/read.out" a)
+    file(SHA256 "${WORK_DIR}/np${np}.out" b)
+    if(NOT a STREQUAL b)
+      message(FATAL_ERROR "${np} host places gave another output than one")
+    endif()
+  endforeach()
+endif()
 # Broken frames.
 execute_process(COMMAND head -c 5000 cur.bin WORKING_DIRECTORY "${WORK_DIR}" OUTPUT_FILE "${WORK_DIR}/short.bin")
 expect_error("a short frame" "input file 'short.bin': at byte 4: expected 6144 x 2 bytes of pixels, but only 4996"

@@ -1,7 +1,8 @@
 # tpacf's point files: the generated input written with --write-input and read back with -i gives check=ok and the
 # same output (-o) as the generated one, --check against that output passes, and broken files stop the program with
-# exit code 2 and a message naming the file and the line.
-#   cmake -DPROGRAM=<apgas_parboil_tpacf or parboil_tpacf_omp> -DWORK_DIR=<scratch folder> -P test_files.cmake
+# exit code 2 and a message naming the file and the line; with MPIEXEC, 2 and 3 host places give the same output.
+#   cmake [-DMPIEXEC=<mpiexec>] -DPROGRAM=<apgas_parboil_tpacf or parboil_tpacf_omp>
+#         -DWORK_DIR=<scratch folder> -P test_files.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
@@ -45,6 +46,17 @@ if(NOT n EQUAL 60)
   message(FATAL_ERROR "the output has ${n} lines, expected Parboil's 60")
 endif()
 expect_ok("--check against its own output" "${PROGRAM}" -q -i D,R1,R2,R3 --check read.out)
+if(MPIEXEC)  # the same output on 2 and 3 host places
+  foreach(np 2 3)
+    expect_ok("${np} host places" ${CMAKE_COMMAND} -E env APGAS_TRANSPORT=mpi APGAS_NTHREADS=1 "${MPIEXEC}"
+              --allow-run-as-root --oversubscribe -np ${np} "${PROGRAM}" -q -i D,R1,R2,R3 -o np${np}.out -- -n 3 -p 300)
+    file(SHA256 "${WORK_DIR}/read.out" a)
+    file(SHA256 "${WORK_DIR}/np${np}.out" b)
+    if(NOT a STREQUAL b)
+      message(FATAL_ERROR "${np} host places gave another output than one")
+    endif()
+  endforeach()
+endif()
 expect_ok("fewer points than the files hold" "${PROGRAM}" -q -i D,R1,R2,R3 -- -p 100)
 
 # Broken files.

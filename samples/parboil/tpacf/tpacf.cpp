@@ -93,7 +93,7 @@ std::vector<unsigned> gen_hists(apgas::place p, const std::vector<float>& xyz, i
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const std::string usage = std::string(tpacf::usage) + parboil::common_usage;
+  static const std::string usage = tpacf::usage(prog);
   return parboil::main(argc, argv, prog, usage.c_str(), tpacf::size_names, [](const parboil::options& o) {
     tpacf::input in;
     if (!tpacf::load(o, in)) return 0;

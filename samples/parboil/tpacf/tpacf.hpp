@@ -48,11 +48,16 @@ inline size_set size_of(const std::string& name) {
 }
 inline const std::initializer_list<std::string_view> size_names = {"small", "medium", "default", "large"};
 
-inline constexpr const char* usage =
-    "usage: <program> [-i Datapnts,Randompnts.1,...,Randompnts.N] [-o OUT] [options] [-- -n N -p POINTS]\n"
-    "  -n N        random sets (Parboil's -n; with -i: the number of random files, which it must equal)\n"
-    "  -p POINTS   points per set (Parboil's -p; with -i: the first POINTS lines of every file, by default all of the\n"
-    "              data file's)\n";
+/// The usage text of a tpacf program.
+inline std::string usage(const char* prog) {
+  return std::string("usage: ") + prog +
+         " [-i Datapnts,Randompnts.1,...,Randompnts.N] [-o OUT] [options] [-- -n N -p POINTS]\n"
+         "  -n N        random sets (Parboil's -n; with -i: the number of random files, which it must equal)\n"
+         "  -p POINTS   points per set (Parboil's -p; with -i: the first POINTS lines of every file, by default all\n"
+         "              of the data file's)\n"
+         "  sizes (--size): small (487 points), medium = default (4096), large (10391); 100 random sets each\n" +
+         parboil::common_usage;
+}
 
 /// Bin boundaries as cosines, decreasing: binb[k] = cos(10^(log10(1') + k / 5) arcmin), k = 0..20 (Parboil's initBinB).
 inline std::array<float, bins + 1> bin_bounds() {

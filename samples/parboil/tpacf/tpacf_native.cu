@@ -74,7 +74,7 @@ __global__ void gen_hists(const float* __restrict__ pts, unsigned* __restrict__ 
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const std::string usage = std::string(tpacf::usage) + parboil::common_usage;
+  static const std::string usage = tpacf::usage(prog);
   return parboil::guarded(prog, usage.c_str(), [&] {
     const parboil::options o = parboil::parse(argc, argv, tpacf::size_names);
     tpacf::input in;

@@ -11,7 +11,7 @@
 
 int main(int argc, char** argv) {
   constexpr const char* prog = "parboil_tpacf_omp";
-  static const std::string usage = std::string(tpacf::usage) + parboil::common_usage;
+  static const std::string usage = tpacf::usage(prog);
   return parboil::guarded(prog, usage.c_str(), [&] {
     const parboil::options o = parboil::parse(argc, argv, tpacf::size_names);
     tpacf::input in;
