@@ -1,0 +1,38 @@
+#pragma once
+// What the apgas versions of samples/x10cuda share besides ../parboil/common/parboil_apgas.hpp: the work of a run cut
+// over the compute places of every host (parboil::compute_places tells them for the calling host only).
+#include "parboil_apgas.hpp"
+#include "x10cuda.hpp"
+
+#include <apgas/apgas.hpp>
+
+#include <vector>
+
+namespace x10cuda {
+
+/// One part of a run's work: items [lo, hi) at a compute place (a GPU place, or a host's CPU place).
+struct part {
+  apgas::place at;
+  long long lo, hi;
+  long long size() const { return hi - lo; }
+};
+
+/// n items cut over the host places in order (parboil::share, multiples of `grain`), each host's share over its
+/// compute places: its GPU places, or the host itself when it has none or with --cpu. Empty parts are left out.
+inline std::vector<part> parts(long long n, bool cpu, long long grain = 1) {
+  std::vector<part> out;
+  const auto hosts = apgas::places();
+  for (std::size_t h = 0; h < hosts.size(); ++h) {
+    const auto [lo, hi] = parboil::share(n, static_cast<int>(h), static_cast<int>(hosts.size()), grain);
+    const auto gpus = hosts[h].children();
+    const std::vector<apgas::place> at =
+        cpu || gpus.empty() ? std::vector<apgas::place>{hosts[h]} : std::vector<apgas::place>(gpus.begin(), gpus.end());
+    for (std::size_t g = 0; g < at.size(); ++g) {
+      const auto [a, b] = parboil::share(hi - lo, static_cast<int>(g), static_cast<int>(at.size()), grain);
+      if (b > a) out.push_back(part{at[g], lo + a, lo + b});
+    }
+  }
+  return out;
+}
+
+}  // namespace x10cuda
