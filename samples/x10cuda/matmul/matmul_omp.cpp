@@ -26,13 +26,17 @@ int main(int argc, char** argv) {
           for (long j = 0; j < 16; ++j) {
             for (long i = 0; i < 16; ++i) bs[i][j] = b[k0 + i + (iby + j) * n];
           }
-          for (long r = 0; r < 64; ++r) {
+          for (long r = 0; r < 64; ++r) {  // (the unrolling keeps row[] in registers)
             float row[16];
+#pragma GCC unroll 16
             for (int j = 0; j < 16; ++j) row[j] = acc[r][j];
+#pragma GCC unroll 16
             for (long i = 0; i < 16; ++i) {
               const float ai = a[ibx + r + (k0 + i) * n];
+#pragma GCC unroll 16
               for (int j = 0; j < 16; ++j) row[j] += ai * bs[i][j];
             }
+#pragma GCC unroll 16
             for (int j = 0; j < 16; ++j) acc[r][j] = row[j];
           }
         }
