@@ -9,8 +9,7 @@
 
 namespace {
 
-using apgas::remote_array;
-using arrays = std::array<remote_array<float>, 5>;  // S, X, T in; call, put out
+using arrays = std::array<apgas::remote_array<float>, 5>;  // S, X, T in; call, put out
 
 // BlackScholesGPU of the X10 sample (the SDK's kernel): 480 blocks of 128 threads, grid-stride over the options.
 void black_scholes(apgas::in_order_queue& q, arrays a, long n) {
@@ -23,27 +22,6 @@ void black_scholes(apgas::in_order_queue& q, arrays a, long n) {
   }));
 }
 
-// One part, run at its host: its options at its compute place (place 0's own arrays where that is place 0's CPU
-// place), the launches, the prices back into place 0's arrays.
-void run_part(x10cuda::part p, arrays at0, int iterations) {
-  const bool home = p.at == at0[0].home();  // then p.lo == 0: work in place
-  arrays a = at0;
-  if (!home) {
-    for (auto& r : a) r = apgas::make_remote_array<float>(p.at, static_cast<std::size_t>(p.size()));
-    apgas::finish([&] {
-      for (int k = 0; k < 3; ++k) apgas::async_copy(at0[k], p.lo, a[k], 0, p.size());
-    });
-  }
-  apgas::finish([&] {
-    auto q = apgas::in_order(p.at);
-    for (int i = 0; i < iterations; ++i) black_scholes(q, a, static_cast<long>(p.size()));
-    for (int k = 3; k < 5 && !home; ++k) q.async_copy(a[k], 0, at0[k], p.lo, p.size());
-  });
-  for (auto& r : a) {
-    if (!home) apgas::free_remote_array(r);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,24 +30,22 @@ int main(int argc, char** argv) {
                        [](const parboil::options& o) {
     const auto p = blackscholes::prepare(o);
     if (!p) return 0;
-    const apgas::place here = apgas::here();
     const auto n = static_cast<std::size_t>(p->n);
-    arrays at0 = {apgas::make_remote_array(here, std::span<const float>(p->s)),
-                  apgas::make_remote_array(here, std::span<const float>(p->x)),
-                  apgas::make_remote_array(here, std::span<const float>(p->t)),
-                  apgas::make_remote_array<float>(here, n), apgas::make_remote_array<float>(here, n)};
-    const int iterations = p->iterations;
+    const auto at0 = [](std::span<const float> v) { return apgas::make_remote_array(apgas::here(), v); };
+    const arrays a0 = {at0(p->s), at0(p->x), at0(p->t), at0(std::vector<float>(n)), at0(std::vector<float>(n))};
     parboil::timer timer;
     timer.start();
-    apgas::finish([&] {
-      for (const x10cuda::part& part : x10cuda::parts(p->n, o.cpu)) {
-        apgas::async_at(part.at.parent(), [=] { run_part(part, at0, iterations); });
-      }
+    x10cuda::for_parts(x10cuda::parts(p->n, o.cpu), [=, iterations = p->iterations](x10cuda::part part) {
+      arrays a;  // the part's options and prices at its compute place
+      for (int k = 0; k < 5; ++k) a[k] = x10cuda::borrow(part.at, a0[k], part.lo, part.size(), k < 3);
+      apgas::finish([&] {  // ITERATIONS launches in an in-order queue (a CUDA stream on a GPU)
+        auto q = apgas::in_order(part.at);
+        for (int i = 0; i < iterations; ++i) black_scholes(q, a, static_cast<long>(part.size()));
+      });
+      for (int k = 0; k < 5; ++k) x10cuda::give_back(a[k], a0[k], part.lo, 0, part.size(), k >= 3);
     });
     timer.stop();
-    const int rc = blackscholes::finish(o, *p, {at0[3].data(), n}, {at0[4].data(), n}, timer.seconds(),
-                                        parboil::places_field(o.cpu));
-    for (auto& a : at0) apgas::free_remote_array(a);
-    return rc;
+    return blackscholes::finish(o, *p, {a0[3].data(), n}, {a0[4].data(), n}, timer.seconds(),
+                                parboil::places_field(o.cpu));
   });
 }

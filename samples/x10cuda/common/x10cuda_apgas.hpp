@@ -35,4 +35,33 @@ inline std::vector<part> parts(long long n, bool cpu, long long grain = 1) {
   return out;
 }
 
+/// f(p) at the host of each part p (where kernel closures for its compute place are made), all at once; returns when
+/// every one has ended. f is copied to the hosts: it captures values (remote arrays, numbers), not references.
+template <class F>
+void for_parts(const std::vector<part>& parts, F f) {
+  apgas::finish([&] {
+    for (const part& p : parts) apgas::async_at(p.at.parent(), [=] { f(p); });
+  });
+}
+
+/// n elements of `src` from `lo` on, at place `at`: src itself where `at` is its home and lo is 0 (a CPU place works
+/// in place), else a new array there, filled from src unless `fill` is false.
+template <class T>
+apgas::remote_array<T> borrow(apgas::place at, apgas::remote_array<T> src, long long lo, long long n, bool fill = true) {
+  if (at == src.home() && lo == 0) return src;
+  auto a = apgas::make_remote_array<T>(at, static_cast<std::size_t>(n));
+  if (fill) apgas::finish([&] { apgas::async_copy(src, lo, a, 0, n); });
+  return a;
+}
+
+/// Gives back what borrow() lent: elements [off, off + n) of `a` into `src` from `lo` on (unless `copy` is false), then
+/// frees `a`; nothing where `a` is src itself.
+template <class T>
+void give_back(apgas::remote_array<T> a, apgas::remote_array<T> src, long long lo, long long off, long long n,
+               bool copy = true) {
+  if (a.home() == src.home() && a.token() == src.token()) return;
+  if (copy) apgas::finish([&] { apgas::async_copy(a, off, src, lo, n); });
+  apgas::free_remote_array(a);
+}
+
 }  // namespace x10cuda
