@@ -4,10 +4,11 @@
 // apgas_x10cuda_matmul, x10cuda_matmul_native and x10cuda_matmul_omp share: sizes, the input (generated or read), the
 // output file, the serial reference and the check. No apgas and no CUDA runtime here (nvcc compiles it as host code).
 //
-//   <program> [-i A.txt,B.txt,C.txt] [-o C.txt] [--size default|small|h100] [...] [-- N [ITERATIONS]]
+//   <program> [-i A.txt,B.txt,C.txt] [-o C.txt] [--size default|small|medium|h100] [...] [-- N [ITERATIONS]]
 //
-// Sizes: default N = 4096 (the X10 sample's), small 256 (tests), h100 8192 (parboil.md §7); N a multiple of 64 (the
-// kernel's 64 x 16 tiles of C and 16-wide steps along k). ITERATIONS (10, the X10 sample's timed loop) launches are
+// Sizes: default N = 4096 (the X10 sample's), small 256 (tests), medium 1024 (CPU comparisons: the default takes
+// minutes on a 2-core CPU place), h100 8192 (parboil.md §7); N a multiple of 64 (the kernel's 64 x 16 tiles of C and
+// 16-wide steps along k). ITERATIONS (10, the X10 sample's timed loop) launches are
 // timed, after one untimed launch (the X10 sample's untimed first call, commented out there): ITERATIONS + 1 launches
 // of C = A B - C in all, so with the default C ends as A B - C0 (an even count would bring C back near C0 whatever
 // the kernel computed, and the check could not tell).
@@ -34,7 +35,7 @@ constexpr int default_iterations = 10;
 
 inline std::string usage(const char* prog) {
   return std::string("usage: ") + prog +
-         " [-i A.txt,B.txt,C.txt] [-o C.txt] [--size default|small|h100] [-- N [ITERATIONS]]\n"
+         " [-i A.txt,B.txt,C.txt] [-o C.txt] [--size default|small|medium|h100] [-- N [ITERATIONS]]\n"
          "  C = A B - C, column-major N x N (the X10 paper's CUDAMatMul): 1 + ITERATIONS (10) launches, these timed\n" +
          parboil::common_usage;
 }
@@ -72,7 +73,7 @@ inline std::optional<problem> prepare(const parboil::options& o) {
   parboil::expect_inputs(o, 3, "A, B and C");
   x10cuda::expect_params(o, 2, "N [ITERATIONS]");
   problem p;
-  p.n = o.size == "small" ? 256 : o.size == "h100" ? 8192 : 4096;
+  p.n = o.size == "small" ? 256 : o.size == "medium" ? 1024 : o.size == "h100" ? 8192 : 4096;
   p.iterations = static_cast<int>(x10cuda::param(o, 1, default_iterations, 1, 1 << 20, "ITERATIONS"));
   if (!o.inputs.empty()) {
     std::vector<float>* m[] = {&p.a, &p.b, &p.c};

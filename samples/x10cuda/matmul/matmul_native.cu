@@ -49,7 +49,7 @@ __global__ void sgemm_nn(const float* A, int lda, const float* B, int ldb, float
 
 int main(int argc, char** argv) {
   return parboil::guarded(prog, matmul::usage(prog).c_str(), [&] {
-    const parboil::options o = parboil::parse(argc, argv, {"default", "small", "h100"});
+    const parboil::options o = parboil::parse(argc, argv, {"default", "small", "medium", "h100"});
     const auto p = matmul::prepare(o);
     if (!p) return 0;
     int gpus = 0;

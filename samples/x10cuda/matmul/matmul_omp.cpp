@@ -9,7 +9,7 @@
 int main(int argc, char** argv) {
   const char* prog = "x10cuda_matmul_omp";
   return parboil::guarded(prog, matmul::usage(prog).c_str(), [&] {
-    const parboil::options o = parboil::parse(argc, argv, {"default", "small", "h100"});
+    const parboil::options o = parboil::parse(argc, argv, {"default", "small", "medium", "h100"});
     const auto p = matmul::prepare(o);
     if (!p) return 0;
     const long n = p->n, tiles = n / 64 * (n / 16);
