@@ -113,6 +113,9 @@ class device final : public dma_engine, public host_memory {
 
   /// Throws (cuda_error, or dead_place_exception for a sticky error) when the scope could not make ctx_ current.
   void entered(const context_scope& scope);
+  /// Sets the default pool's release threshold to keep everything and grows it by warm_pool_bytes (device.cpp).
+  void keep_and_warm_pool();
+  static constexpr std::size_t warm_pool_bytes = std::size_t{64} << 20;
   /// Throws dead_place_exception when the device is dead.
   void alive();
   /// Success: nothing. A sticky error: the device dies (every pending operation fails) and dead_place_exception.

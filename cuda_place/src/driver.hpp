@@ -26,7 +26,7 @@ namespace apgas::detail::gpu {
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)    \
   X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceCanAccessPeer)                      \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent)              \
-  X(cuCtxEnablePeerAccess) X(cuDeviceGetDefaultMemPool) X(cuMemPoolSetAccess)                                   \
+  X(cuCtxEnablePeerAccess) X(cuDeviceGetDefaultMemPool) X(cuMemPoolSetAccess) X(cuMemPoolSetAttribute)        \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)     \
   X(cuStreamWaitEvent)                                                                                          \
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemsetD8Async) X(cuMemHostAlloc)          \

@@ -44,6 +44,7 @@ class fake_cuda {
   long (*trace_read)(int device, apgas_fake_cuda_trace_entry* out, long max) = nullptr;
   int (*watch)(int device, unsigned long long address) = nullptr;
   int (*pool_access)(int device, int peer) = nullptr;
+  unsigned long long (*pool_release_threshold)(int device) = nullptr;
   int (*current_device)() = nullptr;
 
   std::string last_fault() const {
@@ -112,6 +113,7 @@ class fake_cuda {
     bind(trace_read, "apgas_fake_cuda_trace_read");
     bind(watch, "apgas_fake_cuda_watch");
     bind(pool_access, "apgas_fake_cuda_pool_access");
+    bind(pool_release_threshold, "apgas_fake_cuda_pool_release_threshold");
     bind(current_device, "apgas_fake_cuda_current_device");
   }
   template <class F>

@@ -201,6 +201,7 @@ struct device_state {
   std::size_t live_bytes = 0;                     // (mem)
   std::vector<bool> peer;                         // (state::mu) peer access enabled to device i
   std::vector<bool> pool_access;                  // (state::mu) device i may access this device's default pool
+  std::uint64_t pool_release_threshold = 0;       // (state::mu) CU_MEMPOOL_ATTR_RELEASE_THRESHOLD of the default pool
   std::atomic<long long> counters[n_counters]{};
   std::mutex trace_mu;
   bool tracing = false;                                   // (trace_mu)
@@ -1593,6 +1594,19 @@ CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev)
   return CUDA_SUCCESS;
 }
 
+// Only the release threshold is modelled (0 by default, as CUDA's); other attributes are accepted and ignored.
+CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  if (!S().initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (pool == nullptr || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* ctx = reinterpret_cast<const CUctx_st*>(pool);
+  if (!valid_context(ctx)) return CUDA_ERROR_INVALID_VALUE;
+  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+    std::lock_guard lock(S().mu);
+    dev(ctx).pool_release_threshold = *static_cast<const cuuint64_t*>(value);
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
   if (!S().initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
   if (pool == nullptr || (map == nullptr && count != 0)) return CUDA_ERROR_INVALID_VALUE;
@@ -1845,6 +1859,14 @@ APGAS_FAKE_EXPORT int apgas_fake_cuda_pool_access(int device, int peer) {
   if (d == nullptr || device_at(peer) == nullptr) return -1;
   std::lock_guard lock(S().mu);
   return d->pool_access[static_cast<std::size_t>(peer)] ? 1 : 0;
+}
+
+/// The release threshold set on device `device`'s default memory pool (0 unless cuMemPoolSetAttribute set one).
+APGAS_FAKE_EXPORT unsigned long long apgas_fake_cuda_pool_release_threshold(int device) {
+  device_state* d = device_at(device);
+  if (d == nullptr) return 0;
+  std::lock_guard lock(S().mu);
+  return d->pool_release_threshold;
 }
 
 /// The context current on the calling thread: the device it belongs to, -1 when none is current.

@@ -116,6 +116,20 @@ TEST_F(FakeGpu, MissingGpuStopsStartUp) {
 
 // ---- remote arrays on GPU places ------------------------------------------------------------------------------------
 
+// Each GPU's default memory pool keeps what it reserved (release threshold: everything) and was grown once at
+// start-up and given back to the pool, so the first make_remote_array of a run does not pay the pool's growth.
+TEST_F(FakeGpu, DefaultPoolKeepsItsMemoryAndIsWarmedAtStartUp) {
+  run_gpu(fresh_gpu_config(), [] {  // a fresh accelerator: its devices are set up by this run
+    for (place g : {place(1), place(2)}) {
+      const int dev = device_of(g);
+      EXPECT_EQ(fake().pool_release_threshold(dev), ~0ULL) << "device " << dev;
+      EXPECT_GE(counter(dev, "allocs_total"), 1) << "device " << dev;
+      fake().synchronize(dev);
+      EXPECT_EQ(counter(dev, "allocations"), 0) << "device " << dev;  // the warm-up's block went back to the pool
+    }
+  });
+}
+
 TEST_F(FakeGpu, MakeRemoteArrayIsZeroFilledAndFreeReleasesIt) {
   run_gpu(gpu_config(), [] {
     for (place g : {place(1), place(2)}) {

@@ -209,7 +209,8 @@ void copies_from_one_byte_to_one_gibibyte_both_ways() {
     for (std::size_t bytes : {std::size_t{1}, std::size_t{4095}, std::size_t{1} << 20, (std::size_t{5} << 20) + 3,
                               std::size_t{64} << 20, std::size_t{1} << 30}) {
       for (bool pinned : {false, true}) {
-        SCOPED_TRACE(std::to_string(bytes) + (pinned ? " B pinned" : " B pageable"));
+        // (not SCOPED_TRACE: its stack is per thread, and this activity resumes on another worker after a finish)
+        const std::string what = std::to_string(bytes) + (pinned ? " B pinned" : " B pageable");
         apgas::remote_array<std::uint8_t> a = apgas::make_remote_array<std::uint8_t>(gpu(), bytes);
         std::vector<std::uint8_t> pageable;
         apgas::pinned_vector<std::uint8_t> locked;
@@ -217,7 +218,7 @@ void copies_from_one_byte_to_one_gibibyte_both_ways() {
         if (pinned) {
           locked.resize(bytes);
           src = locked;
-          EXPECT_TRUE(apgas::is_pinned(src.data(), bytes));
+          EXPECT_TRUE(apgas::is_pinned(src.data(), bytes)) << what;
         } else {
           pageable.resize(bytes);
           src = pageable;
@@ -236,7 +237,7 @@ void copies_from_one_byte_to_one_gibibyte_both_ways() {
           back = back_pageable;
         }
         apgas::finish([&] { apgas::async_copy(a, 0, back); });
-        EXPECT_TRUE(std::equal(back.begin(), back.end(), src.begin()));
+        EXPECT_TRUE(std::equal(back.begin(), back.end(), src.begin())) << what;
         apgas::free_remote_array(a);
       }
     }
