@@ -128,7 +128,7 @@ for b in $only; do
     args=(-q --no-check)
     [[ "$size" != default ]] && args+=(--size "$size")
     # A program without this size says so (a usage error): skip the row.
-    if [[ "$size" != default ]] && "$exe" --size "$size" --no-such-option 2>&1 | grep -q -- "--size '$size'"; then
+    if [[ "$size" != default ]] && [[ "$("$exe" --size "$size" --no-such-option 2>&1)" == *"--size '$size'"* ]]; then
       continue
     fi
     declare -a cpu=() omp_t=() h1=() h2=() h3=() gpu=() nat=()
@@ -180,7 +180,7 @@ for b in $only; do
     a=$(loc "$src")
     n=$(loc "$native_src")
     loc_rows+=("$(printf '%-13s %6s %6s %6s' "$b" "$a" "$n" "$(awk -v a="$a" -v n="$n" 'BEGIN { printf "%.2f", a / n }')")")
-    ratios+=("$(awk -v t="${suite}_${b}_loc" -v a="$a" -v n="$n" 'BEGIN { printf "ratio %s %.3f (ours %d lines, anchor %d lines)", t, a / n, a, n }')")
+    awk -v t="${suite}_${b}_loc" -v a="$a" -v n="$n" 'BEGIN { printf "ratio %s %.3f (ours %d lines, anchor %d lines)\n", t, a / n, a, n }'
   fi
 done
 if [[ ${#loc_rows[@]} -gt 0 ]]; then
@@ -189,5 +189,3 @@ if [[ ${#loc_rows[@]} -gt 0 ]]; then
   printf '%-13s %6s %6s %6s\n' benchmark apgas cuda ratio
   printf '%s\n' "${loc_rows[@]}"
 fi
-echo
-printf '%s\n' "${ratios[@]}" | grep -v '^$' || true
