@@ -20,6 +20,21 @@ inline std::vector<apgas::place> compute_places(bool cpu) {
   return std::vector<apgas::place>(gpus.begin(), gpus.end());
 }
 
+/// Every compute place of the run, hosts in order: each host's GPU places, or the host place itself where it has
+/// none or where `cpu` is set (compute_places() of every host, seen from any place).
+inline std::vector<apgas::place> all_compute_places(bool cpu) {
+  std::vector<apgas::place> all;
+  for (const apgas::place h : apgas::places()) {
+    const auto gpus = h.children();
+    if (cpu || gpus.empty()) {
+      all.push_back(h);
+    } else {
+      all.insert(all.end(), gpus.begin(), gpus.end());
+    }
+  }
+  return all;
+}
+
 /// Part i of n items cut into `parts` contiguous parts whose sizes are multiples of `grain` (the last one takes the
 /// rest): [first, second).
 inline std::pair<long long, long long> share(long long n, int i, int parts, long long grain = 1) {
@@ -38,9 +53,21 @@ inline std::string places_field(bool cpu) {
   return "hosts=" + std::to_string(apgas::num_hosts()) + " gpus=" + std::to_string(gpus);
 }
 
-/// The whole main function of an apgas Parboil program: parses the options (exit 2 with `usage` on a bad one) and
-/// runs body(options) as the main activity at place 0; body returns the exit code (report()'s). Input errors thrown
-/// inside give exit code 2 with the message, at every place.
+/// CUDA's runtime started at every compute place of the run (an empty kernel each), as the native versions start it
+/// with cudaSetDevice before their timers: apgas resolves kernels through the CUDA runtime at their first launch.
+inline void start_compute_places(bool cpu) {
+  apgas::finish([&] {
+    for (const apgas::place p : all_compute_places(cpu)) {
+      apgas::async_at(p.parent(), [p] {
+        apgas::at(p, apgas::cuda_kernel(apgas::grid{1, 1}, [] APGAS_KERNEL(apgas::thread) {}));
+      });
+    }
+  });
+}
+
+/// The whole main function of an apgas Parboil program: parses the options (exit 2 with `usage` on a bad one),
+/// starts the compute places (start_compute_places) and runs body(options) as the main activity at place 0; body
+/// returns the exit code (report()'s). Input errors thrown inside give exit code 2 with the message, at every place.
 template <class Body>
 int main(int argc, char** argv, const char* prog, const char* usage,
          std::initializer_list<std::string_view> sizes, Body body) {
@@ -53,7 +80,12 @@ int main(int argc, char** argv, const char* prog, const char* usage,
     return rc;
   }
   int code = 0;
-  const int rc = apgas::run(argc, argv, [&] { code = guarded(prog, usage, [&] { return body(o); }); });
+  const int rc = apgas::run(argc, argv, [&] {
+    code = guarded(prog, usage, [&] {
+      start_compute_places(o.cpu);
+      return body(o);
+    });
+  });
   return rc != 0 ? rc : code;
 }
 

@@ -2,7 +2,7 @@
 // host's GPU places, or its CPU place); on each, the atoms go to constant memory 4000 at a time and one kernel per
 // chunk adds the chunk's potential to the rows (cp.hpp has the arithmetic, the reference and the check).
 #include "cp.hpp"
-#include "../mri_common/parboil_parts.hpp"  // parboil::compute_parts
+#include "parboil_parts.hpp"  // parboil::compute_parts
 
 // Parboil's cenergy (cuenergy_pre8_coalesce.cu): a 16 x 8 block computes 128 x 8 points of rows [y0, ...), each
 // thread 8 points of a row, 16 apart, from the atoms in constant memory. Block level: the loop over the atoms is the

@@ -3,7 +3,7 @@
 // samples go to constant memory 512 at a time, one kernel per tile adding its terms to FHd (mri_fhd.hpp: the
 // arithmetic).
 #include "mri_fhd.hpp"
-#include "../mri_common/parboil_parts.hpp"  // parboil::compute_parts
+#include "parboil_parts.hpp"  // parboil::compute_parts
 
 using apgas::thread_index;
 

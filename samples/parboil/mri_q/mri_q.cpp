@@ -2,7 +2,7 @@
 // the voxels are split over every compute place (each host's GPU places, or its CPU place), and on each the samples
 // go to constant memory 1024 at a time, one kernel per tile adding its terms to Q (mri_q.hpp: the arithmetic).
 #include "mri_q.hpp"
-#include "../mri_common/parboil_parts.hpp"  // parboil::compute_parts
+#include "parboil_parts.hpp"  // parboil::compute_parts
 
 using apgas::thread_index;
 

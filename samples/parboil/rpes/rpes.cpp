@@ -12,7 +12,6 @@
 #include "rpes.hpp"
 
 #include "parboil_apgas.hpp"
-#include "places.hpp"
 
 #include <algorithm>
 #include <span>

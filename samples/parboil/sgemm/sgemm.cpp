@@ -59,11 +59,7 @@ int main(int argc, char** argv) {
       apgas::remote_array<float> a, bt, c;
       std::vector<float> a_rows, c_rows;  // A's and C's rows here, when they are not all of A and C
     };
-    std::vector<apgas::place> where;  // every computing place of the run, host by host
-    for (const apgas::place h : apgas::places()) {
-      const auto ps = apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); });
-      where.insert(where.end(), ps.begin(), ps.end());
-    }
+    const std::vector<apgas::place> where = parboil::all_compute_places(o.cpu);
     std::vector<part> parts;  // C in blocks of 128 rows over them; all memory made before the timed part
     for (int i = 0; i < int(where.size()); ++i) {
       const auto [r0, r1] = parboil::share(m, i, int(where.size()), tile_m);

@@ -119,11 +119,7 @@ int main(int argc, char** argv) {
     if (!in) return 0;
     const int nx = in->nx, ny = in->ny, nz = in->nz, iterations = in->iterations;
     const std::size_t plane = in->plane();
-    std::vector<apgas::place> where;  // every computing place of the run, host by host
-    for (const apgas::place h : apgas::places()) {
-      const auto ps = apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); });
-      where.insert(where.end(), ps.begin(), ps.end());
-    }
+    const std::vector<apgas::place> where = parboil::all_compute_places(o.cpu);
     std::vector<slab> slabs;  // the interior planes over them; the volumes made before the timed part
     for (int s = 0; s < int(where.size()); ++s) {
       const auto [z0, z1] = parboil::share(nz - 2, s, int(where.size()));

@@ -97,16 +97,7 @@ int main(int argc, char** argv) {
   return parboil::main(argc, argv, prog, usage.c_str(), tpacf::size_names, [](const parboil::options& o) {
     tpacf::input in;
     if (!tpacf::load(o, in)) return 0;
-    std::vector<apgas::place> places;  // every host's compute places: its GPU places, or itself
-    for (const apgas::place h : apgas::places()) {
-      const auto mine = apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); });
-      places.insert(places.end(), mine.begin(), mine.end());
-    }
-    for (const apgas::place p : places) {  // CUDA's runtime started before the timer, as the native version does
-      apgas::at(p.parent(), [p] {
-        apgas::at(p, apgas::cuda_kernel(apgas::grid{1, 1}, [=] APGAS_KERNEL(apgas::thread) {}));
-      });
-    }
+    const std::vector<apgas::place> places = parboil::all_compute_places(o.cpu);
     parboil::timer timer;
     timer.start();
     const int np = static_cast<int>(places.size());

@@ -1,9 +1,7 @@
 #pragma once
 // parboil::compute_parts: a data-parallel computation of a Parboil benchmark split over every compute place of a run
 // (X10's block-distributed array, for one kernel pipeline): each part's inputs go to its place, its outputs come
-// back into the output at place 0. Used by the apgas versions of cp, mri_q and mri_fhd; nothing in it is about one
-// benchmark: it belongs beside compute_places() and share() in ../common/parboil_apgas.hpp (kept here until it
-// moves, since common/ is shared with the other benchmarks).
+// back into the output at place 0. Used by the apgas versions of cp, mri_q and mri_fhd.
 #include "parboil_apgas.hpp"
 
 #include <algorithm>
@@ -12,21 +10,6 @@
 #include <vector>
 
 namespace parboil {
-
-/// Every compute place of the run, hosts in order: each host's GPU places, or the host place itself where it has
-/// none or where `cpu` is set (compute_places() of every host, seen from any place).
-inline std::vector<apgas::place> all_compute_places(bool cpu) {
-  std::vector<apgas::place> all;
-  for (const apgas::place h : apgas::places()) {
-    const auto gpus = h.children();
-    if (cpu || gpus.empty()) {
-      all.push_back(h);
-    } else {
-      all.insert(all.end(), gpus.begin(), gpus.end());
-    }
-  }
-  return all;
-}
 
 /// One part of a split computation, as its function sees it at the host of its compute place.
 template <class T>
