@@ -34,6 +34,7 @@ struct trace_facts {
   std::map<std::string, long> pieces_by_cat;       ///< every complete event, by category
   std::map<std::string, long> flows;               ///< complete flows, by category
   std::map<std::string, long> flows_between;       ///< complete flows by "cat pid->pid"
+  std::map<std::string, long> backward_flows;      ///< complete flows that end before they start, by category
   std::map<std::string, long> counters;            ///< counter events, by name
   std::map<std::string, double> counter_max;       ///< a counter's largest value
   long async_slices = 0;                           ///< closed async slices (parks)
@@ -220,6 +221,7 @@ inline trace_facts check_trace_text(const std::string& content) {
     if (!bound(ends.first[0])) f.problems.push_back("flow " + cat + " " + std::to_string(id) + " starts outside a slice");
     if (!bound(ends.second[0])) f.problems.push_back("flow " + cat + " " + std::to_string(id) + " ends outside a slice");
     ++f.flows[cat];
+    if (ends.second[0].ts < ends.first[0].ts) ++f.backward_flows[cat];
     ++f.flows_between[cat + " " + std::to_string(ends.first[0].pid) + "->" + std::to_string(ends.second[0].pid)];
   }
   for (int pid : pids) {

@@ -38,6 +38,7 @@ TEST_P(Trace, FibHasOneActivityPerAsyncAndAFlowPerSpawn) {
   // activity's implicit one too).
   EXPECT_EQ(f.starts_by_cat.at("activity"), spawns(n) + 1);
   EXPECT_EQ(f.flows.at("spawn"), spawns(n));
+  EXPECT_EQ(f.backward_flows.count("spawn"), 0u);
   EXPECT_EQ(f.starts_by_cat.at("finish"), spawns(n) + 1);
   EXPECT_EQ(f.starts.at("finish wait"), spawns(n) + 1);
   // Activities are named after their closures.
