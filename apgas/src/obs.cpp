@@ -14,6 +14,7 @@
 #include <apgas/transport/transport.hpp>
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -740,7 +741,15 @@ bool prepare(const config& cfg, transport::transport& tp) {
                  "(APGAS_TRACE_BUILD=OFF)\n", cfg.trace_file.empty() ? "APGAS_STATS" : "APGAS_TRACE");
     mine.ok = 0;
 #else
-    if (!cfg.trace_file.empty()) {
+    struct stat st {};
+    if (!cfg.trace_file.empty() && ::stat(cfg.trace_file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      // Not a regular file (/dev/null, a pipe): written as it is at the end; it must be writable now.
+      if (::access(cfg.trace_file.c_str(), W_OK) != 0) {
+        std::fprintf(stderr, "apgas: start-up failed at place 0: cannot write the trace file '%s' (APGAS_TRACE): %s\n",
+                     cfg.trace_file.c_str(), std::strerror(errno));
+        mine.ok = 0;
+      }
+    } else if (!cfg.trace_file.empty()) {
       // The file is written when the run ends; what stands there meanwhile says so (and a run that dies leaves it).
       std::FILE* f = std::fopen(cfg.trace_file.c_str(), "w");
       const int err = errno;
@@ -841,7 +850,11 @@ void finish() {
       }
     }
     if (tracing() && !g.path.empty()) {
-      const std::string tmp = g.path + ".tmp." + std::to_string(::getpid());
+      // A regular file is replaced in one step (a reader never sees half of it); anything else (/dev/null, a pipe)
+      // is written as it is.
+      struct stat st {};
+      const bool in_place = ::stat(g.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+      const std::string tmp = in_place ? g.path : g.path + ".tmp." + std::to_string(::getpid());
       std::FILE* f = std::fopen(tmp.c_str(), "w");
       std::uint64_t written = 0;
       bool ok = f != nullptr;
@@ -854,10 +867,10 @@ void finish() {
         }
         ok = std::fclose(f) == 0 && ok;
       }
-      if (ok) ok = std::rename(tmp.c_str(), g.path.c_str()) == 0;
+      if (ok && !in_place) ok = std::rename(tmp.c_str(), g.path.c_str()) == 0;
       if (!ok) {
         std::fprintf(stderr, "apgas: trace: cannot write '%s': %s\n", g.path.c_str(), std::strerror(errno));
-        std::remove(tmp.c_str());
+        if (!in_place) std::remove(tmp.c_str());
       } else {
         std::uint64_t dropped = 0, recorded = 0;
         for (const place_record& r : records) {

@@ -276,6 +276,15 @@ bool poll_until(bool (*done)(const void* ctx), const void* ctx) noexcept {
   worker* w = this_worker();
   scheduler* s = the_scheduler();
   if (w == nullptr || s == nullptr || !have_progress_hooks()) return done(ctx);
+  struct waiting_span {  // (the trace: the activity waits here, its worker polls for it)
+    bool on = obs::on(obs::cat_park);
+    waiting_span() {
+      if (on) obs::span_begin(obs::cat_park, "waiting (polling)");
+    }
+    ~waiting_span() {
+      if (on) obs::span_end(obs::cat_park);
+    }
+  } span;
   for (int idle = 0; idle < fruitless_polls;) {
     if (done(ctx)) return true;
     if (s->has_work_for(w) || s->stopping()) return false;
