@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # parboil_table.sh: the Parboil programs (and samples/x10cuda's) against their baselines, measured side by side.
 #
-#   samples/parboil/parboil_table.sh [-b BUILD_DIR] [-r REPEATS] [--only "B..."] [--sizes "SIZE..."] [--cpu] [--quick]
+#   samples/parboil/parboil_table.sh [-b BUILD_DIR] [-r REPEATS] [--only "B..."] [--sizes "SIZE..."] [--cpu|--gpu]
+#                                    [--quick]
 #
 #   -b DIR       the build tree (default: build/release under the repository root)
 #   -r R         runs per cell, interleaved across the columns of a row; the median is shown (default 3)
@@ -9,6 +10,7 @@
 #                then x10cuda's blackscholes fdtd3d matmul)
 #   --sizes      the generated input sizes (default "default"; a program that lacks one is skipped for it)
 #   --cpu        the CPU table even where GPUs exist
+#   --gpu        only the GPU columns (where GPUs exist; scripts/gpu-check.sh uses it)
 #   --quick      one run per cell, no host-place columns (a first look, not figures to quote)
 #
 # Columns, per benchmark and size (seconds: the programs' own time_s, computation only; --no-check):
@@ -28,6 +30,7 @@ repeats=3
 only=""
 sizes="default"
 force_cpu=0
+gpu_only=0
 quick=0
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 while [[ $# -gt 0 ]]; do
@@ -37,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --only) only="${2:?--only needs names}"; shift 2 ;;
     --sizes) sizes="${2:?--sizes needs names}"; shift 2 ;;
     --cpu) force_cpu=1; shift ;;
+    --gpu) gpu_only=1; shift ;;
     --quick) quick=1; repeats=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "parboil_table.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
@@ -45,12 +49,14 @@ done
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "parboil_table.sh: -r '$repeats' is not a positive number" >&2; exit 2; }
 [[ -d "$build" ]] || { echo "parboil_table.sh: no build folder '$build'" >&2; exit 2; }
 build="$(cd "$build" && pwd)"
+[[ $force_cpu -eq 1 && $gpu_only -eq 1 ]] && { echo "parboil_table.sh: --cpu and --gpu exclude each other" >&2; exit 2; }
 
 cores=$(nproc)
 gpus=0
 if [[ $force_cpu -eq 0 ]] && command -v nvidia-smi > /dev/null 2>&1; then
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
 fi
+[[ $gpu_only -eq 1 && $gpus -eq 0 ]] && { echo "parboil_table.sh: --gpu, but nvidia-smi lists no GPU here" >&2; exit 2; }
 mpi=(mpirun --oversubscribe)
 [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
 have_mpi=0
@@ -105,8 +111,9 @@ else
   echo "machine: $model, $cores cores, no GPU"
 fi
 echo "seconds (time_s, computation only), median of $repeats interleaved runs; CPU columns: $cores threads"
-printf '%-13s %-8s | %9s %9s %6s' benchmark size apgas-cpu openmp ratio
-[[ $quick -eq 0 ]] && printf ' | %9s %9s %9s' "1 host" "2 hosts" "3 hosts"
+printf '%-13s %-8s' benchmark size
+[[ $gpu_only -eq 0 ]] && printf ' | %9s %9s %6s' apgas-cpu openmp ratio
+[[ $gpu_only -eq 0 && $quick -eq 0 ]] && printf ' | %9s %9s %9s' "1 host" "2 hosts" "3 hosts"
 [[ $gpus -gt 0 ]] && printf ' | %9s %9s %6s' apgas-gpu native ratio
 echo
 ratios=()
@@ -126,9 +133,11 @@ for b in $only; do
     fi
     declare -a cpu=() omp_t=() h1=() h2=() h3=() gpu=() nat=()
     for ((r = 0; r < repeats; r++)); do
-      cpu+=("$(time_of env APGAS_NTHREADS="$cores" APGAS_GPUS=none "$exe" "${args[@]}" --cpu)")
-      [[ -x "$omp" ]] && omp_t+=("$(time_of env OMP_NUM_THREADS="$cores" "$omp" "${args[@]}")")
-      if [[ $quick -eq 0 && $have_mpi -eq 1 ]]; then
+      if [[ $gpu_only -eq 0 ]]; then
+        cpu+=("$(time_of env APGAS_NTHREADS="$cores" APGAS_GPUS=none "$exe" "${args[@]}" --cpu)")
+        [[ -x "$omp" ]] && omp_t+=("$(time_of env OMP_NUM_THREADS="$cores" "$omp" "${args[@]}")")
+      fi
+      if [[ $gpu_only -eq 0 && $quick -eq 0 && $have_mpi -eq 1 ]]; then
         for np in 1 2 3; do
           per=$(( cores / np > 0 ? cores / np : 1 ))
           t=$(time_of env APGAS_TRANSPORT=mpi APGAS_NTHREADS="$per" APGAS_GPUS=none \
@@ -141,14 +150,17 @@ for b in $only; do
         [[ -x "$native" ]] && nat+=("$(time_of env OMP_NUM_THREADS="$cores" "$native" "${args[@]}")")
       fi
     done
-    c=$(median "${cpu[@]}")
-    o=$(median "${omp_t[@]:-fail}")
-    line=$(printf '%-13s %-8s | %9s %9s %6s' "$b" "$size" "$c" "$o" \
-             "$(awk -v a="$c" -v b="$o" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')")
+    line=$(printf '%-13s %-8s' "$b" "$size")
     tag="${suite}_${b}"
     [[ "$size" != default ]] && tag+="_$size"
-    ratios+=("$(ratio_line "${tag}_omp" "$c" "$o")")
-    if [[ $quick -eq 0 ]]; then
+    if [[ $gpu_only -eq 0 ]]; then
+      c=$(median "${cpu[@]}")
+      o=$(median "${omp_t[@]:-fail}")
+      line+=$(printf ' | %9s %9s %6s' "$c" "$o" \
+               "$(awk -v a="$c" -v b="$o" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')")
+      ratios+=("$(ratio_line "${tag}_omp" "$c" "$o")")
+    fi
+    if [[ $gpu_only -eq 0 && $quick -eq 0 ]]; then
       line+=$(printf ' | %9s %9s %9s' "$(median "${h1[@]:-fail}")" "$(median "${h2[@]:-fail}")" "$(median "${h3[@]:-fail}")")
     fi
     if [[ $gpus -gt 0 ]]; then
@@ -159,6 +171,9 @@ for b in $only; do
       ratios+=("$(ratio_line "${tag}_native" "$g" "$n")")
     fi
     echo "$line"
+    # Each row's ratio lines at once (a run cut short by a time limit keeps the rows it finished).
+    printf '%s\n' "${ratios[@]}" | grep -v '^$' || true
+    ratios=()
     unset cpu omp_t h1 h2 h3 gpu nat
   done
   if [[ -f "$src" && -f "$native_src" ]]; then

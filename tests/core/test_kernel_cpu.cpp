@@ -1,7 +1,10 @@
 // Kernel closures (cuda_kernel) executed on a CPU place.
 #include "support/run.hpp"
 
+#include <cstdint>
+#include <cstring>
 #include <numeric>
+#include <random>
 #include <vector>
 
 using apgas_test::run_on;
@@ -165,4 +168,23 @@ TEST(KernelCpu, LaunchErrorsAndIllegalOperations) {
     apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 1}, [=](apgas::thread) { *px = 1; }));
     EXPECT_EQ(x, 1);
   });
+}
+
+// Block-level reductions combine without presence marks (detail::tree_reduce_all): the same float sums, bit for bit,
+// as the tree with marks that GPUs and clocked threads follow, for every block size up to 1024.
+TEST(KernelCpu, BlockReductionWithoutPresenceMarksGivesTheSameBits) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1000, 1000);
+  for (int n = 1; n <= 1024; n += (n < 70 ? 1 : 37)) {
+    std::vector<float> a(static_cast<std::size_t>(n));
+    for (float& x : a) x = u(rng) * (rng() % 3 == 0 ? 1e-6f : 1.0f);  // mixed magnitudes: the order shows
+    std::vector<float> b = a;
+    std::vector<char> present(static_cast<std::size_t>(n), 1);
+    apgas::detail::tree_reduce(a.data(), reinterpret_cast<bool*>(present.data()), n, apgas::plus{});
+    const float all = apgas::detail::tree_reduce_all(b.data(), n, apgas::plus{});
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, &a[0], 4);
+    std::memcpy(&y, &all, 4);
+    EXPECT_EQ(x, y) << n << " values";
+  }
 }

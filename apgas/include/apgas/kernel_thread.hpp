@@ -230,6 +230,32 @@ APGAS_DETAIL_HD bool tree_reduce(T* v, bool* present, int n, const Op& op) {
   return present[0];
 }
 
+/// tree_reduce when every slot has a value (a block-level body: all threads take part), without presence marks: the
+/// same combinations in the same order, so the same bits. Only the slots that feed slot 0 are combined (at each
+/// step the lanes below the offset), with constant trip counts for whole warps, which the compiler vectorises.
+template <class T, class Op>
+APGAS_DETAIL_HD T tree_reduce_all(T* v, int n, const Op& op) {
+  const int warps = (n + warp_size - 1) / warp_size;
+  for (int w = 0; w < warps; ++w) {
+    T* a = v + w * warp_size;
+    const int active = n - w * warp_size < warp_size ? n - w * warp_size : warp_size;
+    if (active == warp_size) {
+      for (int off = warp_size / 2; off > 0; off /= 2) {
+        for (int lane = 0; lane < off; ++lane) a[lane] = op(a[lane], a[lane + off]);
+      }
+    } else {
+      for (int off = warp_size / 2; off > 0; off /= 2) {
+        for (int lane = 0; lane < off && lane + off < active; ++lane) a[lane] = op(a[lane], a[lane + off]);
+      }
+    }
+    v[w] = a[0];  // w <= w * warp_size: never overwrites a warp not yet reduced
+  }
+  for (int off = warp_size / 2; off > 0; off /= 2) {
+    for (int lane = 0; lane < off && lane + off < warps; ++lane) v[lane] = op(v[lane], v[lane + off]);
+  }
+  return v[0];
+}
+
 /// The order of an inclusive block scan: per warp, lane i combines with lane i - 1, 2, 4, 8, 16 (Hillis-Steele, as
 /// warp shuffles compute it), then the warps' totals are scanned the same way and each warp's prefix is put in front.
 template <class T, class Op>
@@ -851,11 +877,8 @@ class thread_block {
 #else
     const int n = threads();
     T* v = static_cast<T*>(detail::cpu_block_alloc(cpu_, sizeof(T) * static_cast<std::size_t>(n), alignof(T)));
-    bool* p = static_cast<bool*>(detail::cpu_block_alloc(cpu_, static_cast<std::size_t>(n), 1));
     for_threads([&](thread_index t) { v[t.linear] = f(t); });
-    for (int i = 0; i < n; ++i) p[i] = true;
-    detail::tree_reduce(v, p, n, op);
-    return v[0];
+    return detail::tree_reduce_all(v, n, op);
 #endif
   }
   /// How many threads' f(t) are true / whether all / any are (__syncthreads_count / _and / _or; a barrier on a GPU).

@@ -1,0 +1,174 @@
+// apgas_parboil_stencil: Parboil's stencil (7-point Jacobi, ping-pong, boundary kept) on the GPU places of every
+// host, or on the CPU places of the hosts without GPUs. The interior planes are split into z-slabs over every
+// computing place of the run (each host's GPUs, or the host itself); a slab keeps one halo plane on each side, which
+// its neighbours refresh with async_copy after every sweep. A place's sweep and halo copies go in line on an in-order
+// queue: with one place the sweeps are all issued at once under one finish (no host round trip between them); with
+// several, a finish per sweep makes sure the halos have landed before the next sweep reads them. Input, output and
+// the check: stencil.hpp.
+#include "stencil.hpp"
+
+#include "parboil_apgas.hpp"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+constexpr const char* prog = "apgas_parboil_stencil";
+constexpr int ty = 4;  // Parboil's block height; its width tx: 32 on a GPU (Parboil's), a whole row on a CPU place
+
+// Parboil's block2D_hybrid_coarsen_x (src/cuda/kernel.cu): a (tx, 4) block owns a 2tx x 4 column of the volume and
+// walks it along z, the planes below and above in registers, the current plane in shared memory; two barriers per
+// plane. Its halo is staged in shared memory too (rows above and below: one point per thread; the columns at the
+// sides: the edge threads, where they lie inside the volume), so the update reads shared memory only and, in a tile
+// inside the volume, stores every point (a boundary point keeps its value): on a CPU place a loop with no branch.
+APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::shared_span<float> sh, const float* A0,
+                                                  float* An, int nx, int ny, int nz) {
+  const int tx = b.block_dim().x, w = 2 * tx + 2;  // w: a row of the shared plane, with its halo
+  const int x0 = b.block_idx().x * 2 * tx, y0 = b.block_idx().y * ty, plane = nx * ny;
+  const bool x_halo = x0 > 0 || x0 + 2 * tx < nx;                            // a side column inside the volume
+  const int below = y0 > 0 ? y0 - 1 : 0, above = y0 + ty < ny ? y0 + ty : ny - 1;  // the halo rows (in the volume)
+  auto clamp = [](int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); };
+  using reg = decltype(b.per_thread<float>());  // a value per thread: a register on a GPU
+  reg bottom[2] = {b.per_thread<float>(), b.per_thread<float>()};
+  reg top[2] = {b.per_thread<float>(), b.per_thread<float>()};
+  // The block's work for a tile inside the volume (full: a compile-time constant, nothing tested per point) or not.
+  auto walk = [&](auto full) {
+    auto stage = [&](int k) {  // plane k into shared memory: the tile from top[], the halo from A0
+      b.for_threads([&](apgas::thread_index t) {
+        sh[(t.y + 1) * w + 1 + t.x] = top[0][t];
+        sh[(t.y + 1) * w + 1 + t.x + tx] = top[1][t];
+        const int r = t.y / 2, col = t.y % 2 * tx + t.x, j = below + r * (above - below);  // 2 rows of 2tx points
+        sh[r * (ty + 1) * w + 1 + col] = A0[(full ? x0 + col : clamp(x0 + col, nx - 1)) + j * nx + k * plane];
+      });
+      if (x_halo) {
+        b.for_threads([&](apgas::thread_index t) {
+          if (t.x == 0 || t.x == tx - 1) {
+            const int col = t.x == 0 ? -1 : 2 * tx;
+            sh[(t.y + 1) * w + 1 + col] = A0[clamp(x0 + col, nx - 1) + clamp(y0 + t.y, ny - 1) * nx + k * plane];
+          }
+        });
+      }
+      b.sync();
+    };
+    b.for_threads([&](apgas::thread_index t) {
+      for (int h = 0; h < 2; ++h) {
+        const int i = x0 + t.x + h * tx, j = y0 + t.y;
+        if (full || (i < nx && j < ny)) {
+          bottom[h][t] = A0[i + j * nx];
+          top[h][t] = A0[i + j * nx + plane];
+        }
+      }
+    });
+    stage(1);
+    auto update = [&](apgas::thread_index t, int k, int h) {  // one of the thread's two points (h: 0 or 1)
+      const int i = x0 + t.x + h * tx, j = y0 + t.y, c = (t.y + 1) * w + 1 + t.x + h * tx, g = i + j * nx + k * plane;
+      const bool inside = full || (i < nx && j < ny), interior = (i > 0) & (i < nx - 1) & (j > 0) & (j < ny - 1);
+      const float centre = sh[c];
+      if (inside) top[h][t] = A0[g + plane];
+      const float v = (top[h][t] + bottom[h][t] + sh[c + w] + sh[c - w] + sh[c + 1] + sh[c - 1]) * stencil::c1 -
+                      centre * stencil::c0;
+      if (inside) {  // every point gets v, then the boundary its own value back
+        An[g] = v;
+        if (!interior) An[g] = centre;
+      }
+      bottom[h][t] = centre;
+    };
+    for (int k = 1; k < nz - 1; ++k) {
+      b.for_threads([&](apgas::thread_index t) {
+        update(t, k, 0);
+        update(t, k, 1);
+      });
+      b.sync();
+      if (k + 1 < nz - 1) stage(k + 1);
+    }
+  };
+  x0 + 2 * tx <= nx && y0 + ty <= ny ? walk(std::true_type{}) : walk(std::false_type{});
+}
+
+// A slab: interior planes [z0, z1) of the volume at place p, held with one plane on each side in two volumes.
+struct slab {
+  apgas::place p;
+  int z0 = 0, z1 = 0;
+  apgas::remote_array<float> v[2];
+};
+
+// Sweep `it` of slab me, in line on q (at me.p): the kernel, then its first and last planes into the halos of its
+// neighbours lo and hi (where they exist). Blocks of (32, 4) threads on a GPU (Parboil's), of (tx, 4) with 2tx a whole
+// row (at most 512) on a CPU place, where a block walking z then reads whole rows.
+void sweep(apgas::in_order_queue& q, const slab& me, const slab& lo, const slab& hi, int it, int nx, int ny) {
+  const int tx = q.where().is_cuda() ? 32 : std::min(256, (nx + 31) / 32 * 16), nz = me.z1 - me.z0 + 2;
+  const std::size_t plane = std::size_t(nx) * ny;
+  const auto in = me.v[it % 2], out = me.v[1 - it % 2];
+  q.async(apgas::cuda_kernel(apgas::grid{{(nx + 2 * tx - 1) / (2 * tx), (ny + ty - 1) / ty}, {tx, ty}},
+                             apgas::shared_uninit<float>((ty + 2) * (2 * tx + 2)),
+                             [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float> sh) {
+                               block2d_hybrid_coarsen_x(b, sh, in.data(), out.data(), nx, ny, nz);
+                             }));
+  if (lo.z1 > lo.z0) q.async_copy(out, plane, lo.v[1 - it % 2], (lo.z1 - lo.z0 + 1) * plane, plane);
+  if (hi.z1 > hi.z0) q.async_copy(out, (nz - 2) * plane, hi.v[1 - it % 2], 0, plane);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string usage = stencil::usage(prog);
+  return parboil::main(argc, argv, prog, usage.c_str(), {"small", "default", "h100"}, [&](const parboil::options& o) {
+    const auto in = stencil::start(o);
+    if (!in) return 0;
+    const int nx = in->nx, ny = in->ny, nz = in->nz, iterations = in->iterations;
+    const std::size_t plane = in->plane();
+    std::vector<apgas::place> where;  // every computing place of the run, host by host
+    for (const apgas::place h : apgas::places()) {
+      const auto ps = apgas::at(h, [cpu = o.cpu] { return parboil::compute_places(cpu); });
+      where.insert(where.end(), ps.begin(), ps.end());
+    }
+    std::vector<slab> slabs;  // the interior planes over them; the volumes made before the timed part
+    for (int s = 0; s < int(where.size()); ++s) {
+      const auto [z0, z1] = parboil::share(nz - 2, s, int(where.size()));
+      if (z1 == z0) continue;
+      slab sl{where[s], 1 + int(z0), 1 + int(z1)};
+      for (auto& v : sl.v) v = apgas::make_remote_array<float>(sl.p, (z1 - z0 + 2) * plane);
+      slabs.push_back(sl);
+    }
+    std::vector<float> result(in->cells());
+    parboil::timer time;
+    time.start();
+    apgas::finish([&] {  // each slab's planes, with its halos, into both of its volumes
+      for (const slab& sl : slabs) {
+        for (const auto& v : sl.v) apgas::async_copy(std::span(&in->a[(sl.z0 - 1) * plane], v.size()), v);
+      }
+    });
+    if (slabs.size() == 1) {  // one place: the sweeps in line on one queue, under one finish
+      apgas::finish([&] {
+        auto q = apgas::in_order(slabs[0].p);
+        for (int it = 0; it < iterations; ++it) sweep(q, slabs[0], {}, {}, it, nx, ny);
+      });
+    }
+    for (int it = 0; slabs.size() > 1 && it < iterations; ++it) {  // several: a finish per sweep orders the halos
+      apgas::finish([&] {
+        for (std::size_t s = 0; s < slabs.size(); ++s) {
+          const slab me = slabs[s], lo = s > 0 ? slabs[s - 1] : slab{};
+          const slab hi = s + 1 < slabs.size() ? slabs[s + 1] : slab{};
+          apgas::async_at(me.p.is_cuda() ? me.p.parent() : me.p, [=] {
+            auto q = apgas::in_order(me.p);
+            sweep(q, me, lo, hi, it, nx, ny);
+          });
+        }
+      });
+    }
+    apgas::finish([&] {  // the interior planes back, and the first and last planes of the volume with them
+      for (std::size_t s = 0; s < slabs.size(); ++s) {
+        const int z0 = slabs[s].z0 - (s == 0), z1 = slabs[s].z1 + (s + 1 == slabs.size());
+        apgas::async_copy(slabs[s].v[iterations % 2], (z0 - slabs[s].z0 + 1) * plane,
+                          std::span(&result[z0 * plane], (z1 - z0) * plane));
+      }
+    });
+    time.stop();
+    for (slab& sl : slabs) {
+      for (auto& v : sl.v) apgas::free_remote_array(v);
+    }
+    return stencil::finish(prog, o, *in, result, time.seconds(), parboil::places_field(o.cpu));
+  });
+}

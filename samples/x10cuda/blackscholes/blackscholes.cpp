@@ -1,0 +1,51 @@
+// apgas_x10cuda_blackscholes: the X10 paper's CUDABlackScholes as an apgas kernel closure (blackscholes.hpp has the
+// problem, the input and the check). The options are cut over the compute places of every host (the GPU places of a
+// host, else its CPU place); each part launches the kernel ITERATIONS times in an in-order queue, then its prices
+// come back to place 0.
+#include "blackscholes.hpp"
+#include "x10cuda_apgas.hpp"
+
+#include <array>
+
+namespace {
+
+using arrays = std::array<apgas::remote_array<float>, 5>;  // S, X, T in; call, put out
+
+// BlackScholesGPU of the X10 sample (the SDK's kernel): 480 blocks of 128 threads, grid-stride over the options.
+void black_scholes(apgas::in_order_queue& q, arrays a, long n) {
+  q.async(apgas::cuda_kernel(apgas::grid{480, 128}, [=] APGAS_KERNEL(apgas::thread th) {
+    const float *s = a[0].data(), *x = a[1].data(), *t = a[2].data();
+    float *call = a[3].data(), *put = a[4].data();
+    for (long i = th.global_id(); i < n; i += th.global_count()) {
+      blackscholes::price(s[i], x[i], t[i], blackscholes::riskfree, blackscholes::volatility, call[i], put[i]);
+    }
+  }));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* prog = "apgas_x10cuda_blackscholes";
+  return parboil::main(argc, argv, prog, blackscholes::usage(prog).c_str(), {"default", "small", "h100"},
+                       [](const parboil::options& o) {
+    const auto p = blackscholes::prepare(o);
+    if (!p) return 0;
+    const auto n = static_cast<std::size_t>(p->n);
+    const auto at0 = [](std::span<const float> v) { return apgas::make_remote_array(apgas::here(), v); };
+    const arrays a0 = {at0(p->s), at0(p->x), at0(p->t), at0(std::vector<float>(n)), at0(std::vector<float>(n))};
+    parboil::timer timer;
+    timer.start();
+    x10cuda::for_parts(x10cuda::parts(p->n, o.cpu), [=, iterations = p->iterations](x10cuda::part part) {
+      arrays a;  // the part's options and prices at its compute place
+      for (int k = 0; k < 5; ++k) a[k] = x10cuda::borrow(part.at, a0[k], part.lo, part.size(), k < 3);
+      apgas::finish([&] {  // ITERATIONS launches in an in-order queue (a CUDA stream on a GPU)
+        auto q = apgas::in_order(part.at);
+        for (int i = 0; i < iterations; ++i) black_scholes(q, a, static_cast<long>(part.size()));
+      });
+      for (int k = 0; k < 5; ++k) x10cuda::give_back(a[k], a0[k], part.lo, 0, part.size(), k >= 3);
+    });
+    timer.stop();
+    return blackscholes::finish(o, *p, {a0[3].data(), n}, {a0[4].data(), n}, timer.seconds(),
+                                parboil::places_field(o.cpu));
+  });
+}

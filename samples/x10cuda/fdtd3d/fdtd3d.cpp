@@ -1,0 +1,90 @@
+// apgas_x10cuda_fdtd3d: the X10 paper's CUDA3DFD as an apgas kernel closure (fdtd3d.hpp has the problem, the input
+// and the check). The volume is cut into z-slabs over the compute places of every host; a slab holds both work
+// volumes (ping-pong) for its planes and 4 halo planes each side, and between steps the slabs exchange their halo
+// planes with async_copy. The slab at place 0's CPU place works in place 0's own volumes.
+#include "fdtd3d.hpp"
+#include "x10cuda_apgas.hpp"
+
+#include <algorithm>
+
+namespace {
+
+using apgas::remote_array;
+constexpr int r = fdtd3d::radius, bd = 16, sw = bd + 2 * r;  // radius, block width, shared tile width
+
+// FiniteDifferencesKernel of the X10 sample (the SDK's 3DFD): 16 x 16 threads, each marching along z through one
+// (x, y) column with planes z-4 .. z+4 in registers and plane z in a shared tile with a 4-wide halo, two barriers
+// per plane, the coefficients in constant memory. Planes [z0, z1) of out from in.
+void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out, int nx, int ny, int z0, int z1) {
+  apgas::at(at, apgas::cuda_kernel(
+      apgas::grid{{nx / bd, ny / bd}, {bd, bd}}, apgas::constant_from(std::span<const float>(fdtd3d::coefficients)),
+      apgas::shared_uninit<float, sw * sw>(),
+      [=] APGAS_KERNEL(apgas::thread_block b, std::span<const float> c, apgas::shared_span<float, sw * sw> s) {
+        const float* input = in.data();
+        float* output = out.data();
+        const long plane = static_cast<long>(nx) * ny;
+        const int bx = b.block_idx().x * bd, by = b.block_idx().y * bd;
+        auto q = x10cuda::per_thread_array<float, 2 * r + 1>(b);  // the column: X10's behind4 .. current .. infront4
+        b.for_threads([&](apgas::thread_index t) {                 // planes z0-4 .. z0+3
+          for (int k = 1; k <= 2 * r; ++k) q[k][t] = input[(z0 - r - 1 + k) * plane + (by + t.y) * nx + bx + t.x];
+        });
+        for (int z = z0; z < z1; ++z) {
+          const long corner = z * plane + by * nx + bx;  // the block's first point in plane z
+          x10cuda::rotate_left(q);                       // advance the column: behind4 = behind3, ...
+          b.for_threads([&](apgas::thread_index t) {     // plane z+4 into the column, plane z into the tile
+            q[2 * r][t] = input[corner + r * plane + t.y * nx + t.x];
+            s[(t.y + r) * sw + t.x + r] = q[r][t];
+          });
+          b.for_threads([&](apgas::thread_index t) {  // the tile's halo: threads of the first 4 rows and columns
+            const long i = corner + t.y * nx + t.x, up = r * nx, down = bd * nx;
+            if (t.y < r) s[t.y * sw + t.x + r] = input[i - up], s[(t.y + r + bd) * sw + t.x + r] = input[i + down];
+            if (t.x < r) s[(t.y + r) * sw + t.x] = input[i - r], s[(t.y + r) * sw + t.x + r + bd] = input[i + bd];
+          });
+          b.sync();
+          b.for_threads([&](apgas::thread_index t) {
+            const int m = (t.y + r) * sw + t.x + r;  // the thread's point in the tile
+            float v = c[0] * q[r][t];
+            X10CUDA_UNROLL for (int k = 1; k <= r; ++k) {
+              v += fdtd3d::term(c[k], q[r + k][t], q[r - k][t], s[m - k * sw], s[m + k * sw], s[m - k], s[m + k]);
+            }
+            output[corner + t.y * nx + t.x] = v;
+          });
+          if (bx < r || bx + bd > nx - r || by < r || by + bd > ny - r) {  // the x and y edges keep their values
+            b.for_threads([&](apgas::thread_index t) {
+              const int x = bx + t.x, y = by + t.y;
+              if (x < r || x >= nx - r || y < r || y >= ny - r) output[corner + t.y * nx + t.x] = q[r][t];
+            });
+          }
+          b.sync();
+        }
+      }));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* prog = "apgas_x10cuda_fdtd3d";
+  return parboil::main(argc, argv, prog, fdtd3d::usage(prog).c_str(), {"default", "small", "h100"},
+                       [](const parboil::options& o) {
+    const auto p = fdtd3d::prepare(o);
+    if (!p) return 0;
+    const int nx = p->nx, ny = p->ny, nz = p->nz;
+    const long long plane = p->plane();
+    const auto in0 = apgas::make_remote_array(apgas::here(), std::span<const float>(p->volume));
+    const auto out0 = apgas::make_remote_array<float>(apgas::here(), p->volume.size());
+    parboil::timer timer;
+    timer.start();
+    auto slabs = x10cuda::make_slabs(nz, o.cpu, r, plane, in0, out0);  // z-slabs, both volumes from the input
+    for (int step = 0; step < p->steps; ++step) {
+      x10cuda::for_parts(slabs, [=](const x10cuda::slab<float>& s) {  // its planes; the z faces keep their values
+        const auto z0 = std::max<long long>(s.p.lo, r) - s.base, z1 = std::min<long long>(s.p.hi, nz - r) - s.base;
+        fd_kernel(s.p.at, s.a, s.b, nx, ny, int(z0), int(z1));
+      });
+      x10cuda::next_step(slabs, r, plane, step + 1 < p->steps);  // swap the volumes, exchange the halo planes
+    }
+    const auto result = p->steps % 2 == 1 ? out0 : in0;
+    x10cuda::gather_slabs(slabs, plane, result, p->steps % 2 == 1 ? in0 : out0);
+    timer.stop();
+    return fdtd3d::finish(o, *p, {result.data(), p->volume.size()}, timer.seconds(), parboil::places_field(o.cpu));
+  });
+}

@@ -1,0 +1,90 @@
+// apgas_x10cuda_matmul: the X10 paper's CUDAMatMul (Volkov's sgemmNN) as an apgas kernel closure (matmul.hpp has the
+// problem, the input and the check). The rows of C are cut in blocks of 64 over the compute places of every host; a
+// part holds its rows of A and C and all of B (place 0's own matrices where the part is place 0's CPU place), runs
+// one untimed launch, then ITERATIONS timed ones in an in-order queue, and its rows of C come back to place 0.
+#include "matmul.hpp"
+#include "x10cuda_apgas.hpp"
+
+
+namespace {
+
+using apgas::remote_array;
+
+// A part's rows of C at its compute place: its rows of A and C (leading dimension ld) and all of B.
+struct slice {
+  x10cuda::part p;
+  remote_array<float> a, b, c;
+  int ld;
+};
+
+// sgemmNN of the X10 sample: C = alpha A B + beta C (m x n, column-major), 64 threads per 64 x 16 tile of C; each
+// thread keeps a row of the tile (16 floats) in registers, the block stages 16 x 16 of B in shared memory (rows
+// padded to 17 floats) and both barriers frame each 16-wide step along k.
+void sgemm_nn(apgas::in_order_queue& q, slice s, int n) {
+  const int m = static_cast<int>(s.p.size()), k = n, lda = s.ld, ldb = n, ldc = s.ld;
+  q.async(apgas::cuda_kernel(apgas::grid{m / 64 * (n / 16), {16, 4}}, apgas::shared_uninit<float, 16 * 17>(),
+                             [=] APGAS_KERNEL(apgas::thread_block blk, apgas::shared_span<float, 16 * 17> bs) {
+    const int ibx = static_cast<int>(blk.block() % (m / 64)) * 64, iby = static_cast<int>(blk.block() / (m / 64)) * 16;
+    const float* A = s.a.data() + ibx;  // row ibx + thread of A
+    const float* B = s.b.data() + static_cast<long>(iby) * ldb;
+    float* C = s.c.data() + ibx + static_cast<long>(iby) * ldc;
+    auto c = blk.per_thread<std::array<float, 16>>({});  // the thread's row of the tile
+    for (int k0 = 0; k0 < k; k0 += 16) {
+      blk.for_threads([&](apgas::thread_index t) {  // bs(i, j) = B(k0 + i, iby + j)
+        X10CUDA_UNROLL for (int i = 0; i < 4; ++i) bs[t.x * 17 + t.y + 4 * i] = B[k0 + t.x + (t.y + 4 * i) * ldb];
+      });
+      blk.sync();
+      blk.for_threads([&](apgas::thread_index t) {
+        std::array<float, 16> r = c[t];
+        X10CUDA_UNROLL for (int i = 0; i < 16; ++i) {
+          const float a = A[t.linear + static_cast<long>(k0 + i) * lda];
+          X10CUDA_UNROLL for (int j = 0; j < 16; ++j) r[j] += a * bs[i * 17 + j];
+        }
+        c[t] = r;
+      });
+      blk.sync();
+    }
+    blk.for_threads([&](apgas::thread_index t) {
+      X10CUDA_UNROLL for (int j = 0; j < 16; ++j) {
+        float& out = C[t.linear + static_cast<long>(j) * ldc];
+        out = matmul::alpha * c[t][j] + matmul::beta * out;
+      }
+    });
+  }));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* prog = "apgas_x10cuda_matmul";
+  return parboil::main(argc, argv, prog, matmul::usage(prog).c_str(), {"default", "small", "medium", "h100"},
+                       [](const parboil::options& o) {
+    const auto p = matmul::prepare(o);
+    if (!p) return 0;
+    const int n = p->n;
+    const auto at0 = [](std::span<const float> v) { return apgas::make_remote_array(apgas::here(), v); };
+    const auto a0 = at0(p->a), b0 = at0(p->b), c0 = at0(p->c);
+    std::vector<slice> slices;  // blocks of 64 rows of C over the compute places of every host
+    for (const x10cuda::part& q : x10cuda::parts(n, o.cpu, 64)) {
+      slices.push_back({q, x10cuda::borrow_rows(q.at, a0, q.lo, q.size(), n), x10cuda::borrow(q.at, b0, 0, 1L * n * n),
+                        x10cuda::borrow_rows(q.at, c0, q.lo, q.size(), n), q.at == a0.home() ? n : int(q.size())});
+    }
+    const auto launch = [&](int launches) {  // in an in-order queue at each slice's place
+      x10cuda::for_parts(slices, [=](const slice& s) {
+        apgas::finish([&] {
+          auto q = apgas::in_order(s.p.at);
+          for (int i = 0; i < launches; ++i) sgemm_nn(q, s, n);
+        });
+      });
+    };
+    launch(1);  // the untimed first launch
+    parboil::timer timer;
+    timer.start();
+    launch(p->iterations);
+    for (const slice& s : slices) {  // the slices' rows of C back to place 0
+      if (s.c.home() != c0.home()) x10cuda::copy_rows(c0, s.c, s.p.lo, s.ld, n, false);
+    }
+    timer.stop();
+    return matmul::finish(o, *p, {c0.data(), p->c.size()}, timer.seconds(), parboil::places_field(o.cpu));
+  });
+}
