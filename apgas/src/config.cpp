@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -72,6 +73,23 @@ std::atomic<bool> g_stats_requested{false};
 }  // namespace
 
 void enable_stats() noexcept { g_stats_requested.store(true); }
+
+bool take_stats_option(int& argc, char** argv) noexcept {
+  bool found = false;
+  int out = 1;
+  int i = 1;
+  for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    if (std::strcmp(argv[i], "--stats") == 0) found = true;
+    else argv[out++] = argv[i];
+  }
+  for (; i < argc; ++i) argv[out++] = argv[i];  // from `--` on: the program's parameters, kept as they are
+  if (argc > 0) {
+    argc = out;
+    argv[argc] = nullptr;
+  }
+  if (found) enable_stats();
+  return found;
+}
 
 config config::from_env() {
   config c;

@@ -205,6 +205,25 @@ TEST(Stats, EnableStatsSwitchesThemOnForTheNextRuns) {
   EXPECT_TRUE(cfg.stats);
 }
 
+TEST(Stats, TakeStatsOptionTakesItOutOfTheCommandLine) {
+  char prog[] = "prog", stats[] = "--stats", a[] = "-n", b[] = "5", dashes[] = "--", after[] = "--stats";
+  char* argv[] = {prog, stats, a, stats, b, dashes, after, nullptr};
+  int argc = 7;
+  EXPECT_TRUE(apgas::take_stats_option(argc, argv));
+  ASSERT_EQ(argc, 5);
+  EXPECT_STREQ(argv[1], "-n");
+  EXPECT_STREQ(argv[2], "5");
+  EXPECT_STREQ(argv[3], "--");
+  EXPECT_STREQ(argv[4], "--stats");  // after `--`: a parameter of the program, not this option
+  EXPECT_EQ(argv[5], nullptr);
+  EXPECT_TRUE(apgas::config::from_env().stats);
+  char* none[] = {prog, a, b, nullptr};
+  int n = 3;
+  EXPECT_FALSE(apgas::take_stats_option(n, none));
+  EXPECT_EQ(n, 3);
+  EXPECT_STREQ(none[2], "5");
+}
+
 // A place that dies through std::terminate writes what it recorded next to the trace file; the trace file itself
 // keeps the placeholder that says the run did not write it.
 TEST(TraceDeathTest, ATerminatingPlaceLeavesWhatItRecorded) {

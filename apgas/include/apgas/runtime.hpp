@@ -112,5 +112,14 @@ int run(const config& cfg, F&& main) {
 /// @endcode
 void enable_stats() noexcept;
 
+/// Takes every `--stats` argument before a `--` out of the command line (the later arguments move down, argc
+/// shrinks, argv[argc] stays null) and, if there was one, calls enable_stats(); returns whether there was. The one
+/// line a program's frame adds before it parses its own options, to accept `--stats` without knowing it: @code
+///   int main(int argc, char** argv) {
+///     apgas::take_stats_option(argc, argv);
+///     ... parse(argc, argv) ...; return apgas::run(argc, argv, ...);
+/// @endcode
+bool take_stats_option(int& argc, char** argv) noexcept;
+
 }  // namespace apgas
 #pragma GCC visibility pop
