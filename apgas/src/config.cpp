@@ -1,10 +1,15 @@
+#include "obs.hpp"
+
 #include <apgas/error.hpp>
 #include <apgas/transport/transport.hpp>
 #include <apgas/runtime.hpp>
 
+#include <atomic>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -58,7 +63,33 @@ std::string dma_expected() {
   throw config_error(std::string("invalid ") + var + "='" + value + "': expected " + expected);
 }
 
+std::string trace_buffer_expected() {
+  return "a byte count (optional suffix K, M or G) from " + std::to_string(config::min_trace_buffer) + " to " +
+         std::to_string(config::max_trace_buffer);
+}
+
+std::atomic<bool> g_stats_requested{false};
+
 }  // namespace
+
+void enable_stats() noexcept { g_stats_requested.store(true); }
+
+bool take_stats_option(int& argc, char** argv) noexcept {
+  bool found = false;
+  int out = 1;
+  int i = 1;
+  for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    if (std::strcmp(argv[i], "--stats") == 0) found = true;
+    else argv[out++] = argv[i];
+  }
+  for (; i < argc; ++i) argv[out++] = argv[i];  // from `--` on: the program's parameters, kept as they are
+  if (argc > 0) {
+    argc = out;
+    argv[argc] = nullptr;
+  }
+  if (found) enable_stats();
+  return found;
+}
 
 config config::from_env() {
   config c;
@@ -103,6 +134,24 @@ config config::from_env() {
     if (*v != "0" && *v != "1") reject("APGAS_KERNEL_CHECK", *v, "0 (off) or 1 (on)");
     c.kernel_check = *v == "1";
   }
+  if (auto v = env("APGAS_TRACE")) {
+    if (v->empty()) reject("APGAS_TRACE", *v, "the path of the trace file to write");
+    c.trace_file = *v;
+  }
+  if (auto v = env("APGAS_TRACE_FILTER")) {
+    (void)detail::obs::parse_filter(*v, "APGAS_TRACE_FILTER");
+    c.trace_filter = *v;
+  }
+  if (auto v = env("APGAS_TRACE_BUFFER")) {
+    const auto n = parse_bytes(*v);
+    if (!n || *n < min_trace_buffer || *n > max_trace_buffer) reject("APGAS_TRACE_BUFFER", *v, trace_buffer_expected());
+    c.trace_buffer = static_cast<std::size_t>(*n);
+  }
+  if (auto v = env("APGAS_STATS")) {
+    if (*v != "0" && *v != "1") reject("APGAS_STATS", *v, "0 (off) or 1 (on)");
+    c.stats = *v == "1";
+  }
+  if (g_stats_requested.load()) c.stats = true;
   if (auto v = env("APGAS_TRANSPORT")) {
     // The backend itself is created at start-up (transport/src/select.cpp); here only the name is checked, so
     // that a typo is reported as early as the other variables.
@@ -154,6 +203,11 @@ void config::validate() const {
   if (connect_timeout_s < 1 || connect_timeout_s > max_connect_timeout_s) {
     throw config_error("invalid apgas::config::connect_timeout_s=" + std::to_string(connect_timeout_s) +
                        ": expected 1 to " + std::to_string(max_connect_timeout_s) + " seconds");
+  }
+  (void)detail::obs::parse_filter(trace_filter, "apgas::config::trace_filter");
+  if (trace_buffer < min_trace_buffer || trace_buffer > max_trace_buffer) {
+    throw config_error("invalid apgas::config::trace_buffer=" + std::to_string(trace_buffer) + ": expected " +
+                       trace_buffer_expected());
   }
 }
 

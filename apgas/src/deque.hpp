@@ -42,6 +42,12 @@ class work_deque {
     return bottom_.load(std::memory_order_relaxed) > top_.load(std::memory_order_relaxed);
   }
 
+  /// Items in the deque, as last seen (any thread; a hint for the trace's samples).
+  std::size_t size_hint() const noexcept {
+    const std::int64_t n = bottom_.load(std::memory_order_relaxed) - top_.load(std::memory_order_relaxed);
+    return n > 0 ? static_cast<std::size_t>(n) : 0;
+  }
+
   item pop() {
     // Empty at a glance: only the owner (us) adds items and top_ only grows, so it stays empty; no fence needed
     // (an idle worker asks on every round).

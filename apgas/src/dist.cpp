@@ -10,6 +10,7 @@
 #include "dist_state.hpp"
 
 #include "finish.hpp"
+#include "obs.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/activity.hpp>
@@ -43,8 +44,28 @@ namespace {
 std::atomic<std::uint64_t> g_messages_sent{0};
 }  // namespace
 
+namespace {
+// send() while tracing or counting: the send span, and the flow id the receiver's handler span ends (a trailer).
+[[gnu::noinline]] void send_observed(int dst, std::vector<std::byte> bytes) {
+  const unsigned kind = bytes.empty() ? 0 : std::to_integer<unsigned>(bytes[0]);
+  const std::uint64_t flow = obs::message_send_begin(dst, bytes.size(), kind);
+  if (flow != 0) {
+    bytes[0] |= static_cast<std::byte>(traced_kind);
+    const std::size_t at = bytes.size();
+    bytes.resize(at + sizeof flow);
+    std::memcpy(bytes.data() + at, &flow, sizeof flow);
+  }
+  g_dist->tp->send(dst, std::move(bytes));
+  obs::message_send_end();
+}
+}  // namespace
+
 void send(int dst, writer&& w) {
   g_messages_sent.fetch_add(1, std::memory_order_relaxed);
+  if (obs::on(obs::cat_message | obs::stats)) [[unlikely]] {
+    send_observed(dst, w.take());
+    return;
+  }
   g_dist->tp->send(dst, w.take());
 }
 
@@ -76,6 +97,11 @@ struct remote_task final : task {
   bool is_at = false;
   int reply_to = 0;
   std::uint64_t token = 0;
+
+  const char* trace_name() const noexcept override {
+    const char* name = ser::registry::name_of(id);
+    return name != nullptr ? name : typeid(*this).name();
+  }
 
   void invoke() override {
     reader r(bytes());
@@ -111,6 +137,7 @@ void deliver_activity(int src, reader& r, std::span<const std::byte> bytes, bool
   finish_state& fs = count_receipt(f);
   t->governing = &fs;
   t->innermost = &fs;
+  if (obs::on(obs::cat_activity)) [[unlikely]] obs::spawned(*t);
   the_scheduler()->submit(as_item(t.release()));
 }
 
@@ -134,11 +161,28 @@ void deliver_reply(reader& r, std::span<const std::byte> bytes) {
 
 }  // namespace
 
-void dist_state::on_message(int src, std::span<const std::byte> bytes) {
+void dist_state::on_message(int src, std::span<const std::byte> message) {
+  std::span<const std::byte> bytes = message;  // without the trace trailer
+  bool observed = false;  // a handler span is open
   try {
+    const std::uint8_t kind_byte = message.empty() ? 0 : std::to_integer<std::uint8_t>(message[0]);
+    std::uint64_t flow = 0;
+    if ((kind_byte & traced_kind) != 0) {
+      if (message.size() < 1 + sizeof flow) {
+        throw serialization_error("apgas: malformed message: a traced message of " + std::to_string(message.size()) +
+                                  " bytes");
+      }
+      std::memcpy(&flow, message.data() + message.size() - sizeof flow, sizeof flow);
+      bytes = message.first(message.size() - sizeof flow);
+    }
+    if (obs::on(obs::cat_message | obs::stats)) [[unlikely]] {
+      obs::message_received(src, bytes.size(), kind_byte & ~traced_kind, flow);
+      observed = true;
+    }
     reader r(bytes);
-    msg kind{};
-    r & kind;
+    std::uint8_t k = 0;
+    r & k;
+    const auto kind = static_cast<msg>(k & ~traced_kind);
     switch (kind) {
       case msg::async_activity: deliver_activity(src, r, bytes, false); break;
       case msg::at_activity: deliver_activity(src, r, bytes, true); break;
@@ -162,9 +206,10 @@ void dist_state::on_message(int src, std::span<const std::byte> bytes) {
     throw;  // the transport itself failed (e.g. a bulk transfer it cannot place): fatal, see poll_hook (dist_life.cpp)
   } catch (const std::exception& e) {
     // A malformed message names no finish we could charge: report it and drop it; the place stays up.
-    std::fprintf(stderr, "apgas: place %d dropped a message of %zu bytes from place %d: %s\n", rank, bytes.size(), src,
-                 e.what());
+    std::fprintf(stderr, "apgas: place %d dropped a message of %zu bytes from place %d: %s\n", rank, message.size(),
+                 src, e.what());
   }
+  if (observed) [[unlikely]] obs::span_end(obs::cat_message);
 }
 
 // ---- entry points used by the templates (remote.hpp) ----
@@ -211,10 +256,13 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
     token = d.next_token++;
     d.ats.emplace(token, &pending);
   }
+  const bool traced = obs::on(obs::cat_at);
+  if (traced) [[unlikely]] obs::span_begin(obs::cat_at, "at", static_cast<std::uint64_t>(p.id()), 0, p.id());
   const fid f = count_send(*cur.innermost, p.id());
   write_header(w, msg::at_activity, f, token, id);
   send(p.id(), std::move(w));
   pending.done.wait();
+  if (traced) [[unlikely]] obs::span_end(obs::cat_at);
   if (!pending.ok) {
     reader r(pending.reply);
     std::rethrow_exception(decode_exception(r));

@@ -4,6 +4,7 @@
 #include "dist_state.hpp"
 
 #include "finish.hpp"
+#include "obs.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/error.hpp>
@@ -78,6 +79,7 @@ void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t wh
     send(dst, std::move(w));
     if (kind == target_kind::ticket_withdrawn) break;  // the answer to a rejected get: no payload
     tp.send_bulk(dst, tag, data.subspan(off, n));
+    if (obs::on(obs::stats)) obs::bulk_sent(dst, n);
     if (kind == target_kind::ticket) break;  // a ticket is one piece (get_bytes splits before asking)
   }
 }
@@ -110,10 +112,12 @@ void deliver_put(int src, reader& r) {
       fs.complete();
       return;
     }
+    if (obs::on(obs::stats)) obs::bulk_received(src, static_cast<std::size_t>(n));
     auto* sink = new discarded_put{fs, std::vector<std::byte>(static_cast<std::size_t>(n))};
     tp.recv_bulk(src, tag, sink->bytes, &discarded_landed, sink);
     return;
   }
+  if (obs::on(obs::stats)) obs::bulk_received(src, static_cast<std::size_t>(n));
   tp.recv_bulk(src, tag, target, &landed, &fs);
 }
 

@@ -3,6 +3,8 @@
 // polls the transport, shut-down and finalization.
 #include "dist_state.hpp"
 
+#include "obs.hpp"
+
 #include <apgas/detail/completion.hpp>
 #include <apgas/error.hpp>
 #include <apgas/serialization/archive.hpp>
@@ -93,6 +95,7 @@ bool poll_hook(void* ctx) {
     return d->tp->poll(*d);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "apgas: place %d: the %s transport failed: %s\n", d->rank, d->tp->name(), e.what());
+    obs::emergency_dump("its transport failed");
     std::fflush(stderr);
     std::_Exit(3);
   }

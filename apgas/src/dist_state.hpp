@@ -24,7 +24,10 @@
 
 namespace apgas::detail {
 
-// Message kinds. The values are the wire format: never renumber, only add.
+// Message kinds. The values are the wire format: never renumber, only add. A kind byte with traced_kind set carries
+// the sender's trace flow id in its last 8 bytes (APGAS_TRACE; dist.cpp adds it in send() and takes it off before
+// any handler sees the message).
+inline constexpr std::uint8_t traced_kind = 0x80;
 enum class msg : std::uint8_t {
   async_activity = 1,  // u64 fid home, u64 serial, u64 0, u32 closure id, payload
   at_activity = 2,     // u64 fid home, u64 serial, u64 reply token, u32 closure id, payload

@@ -2,6 +2,7 @@
 // team_contrib message, deliver_team collects them) and what apgas::team (global.hpp) builds on it.
 #include "dist_state.hpp"
 
+#include "obs.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/detail/completion.hpp>
@@ -39,6 +40,8 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
 // operation, O(P^2) messages (fine for the host counts of this version; a tree is the next step for large P).
 std::vector<std::vector<std::byte>> team_allgather(std::span<const std::byte> mine) {
   require_unrestricted_activity("apgas::team");
+  const bool traced = obs::on(obs::cat_team);
+  if (traced) [[unlikely]] obs::span_begin(obs::cat_team, "team", mine.size());
   dist_state& d = *g_dist;
   std::uint64_t seq = 0;
   {
@@ -68,6 +71,7 @@ std::vector<std::vector<std::byte>> team_allgather(std::span<const std::byte> mi
   auto it = d.team.find(seq);
   std::vector<std::vector<std::byte>> parts = std::move(it->second.parts);
   d.team.erase(it);
+  if (traced) [[unlikely]] obs::span_end(obs::cat_team);
   return parts;  // this place's own entry stays empty: the caller has its bytes
 }
 

@@ -1,5 +1,6 @@
 #include "finish.hpp"
 
+#include "obs.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/error.hpp>
@@ -54,6 +55,8 @@ void finish_state::publish_waiter(fiber_ctx* self, void* arg) {
 }
 
 void finish_state::wait() {
+  const bool observed = obs::on(obs::cat_finish | obs::stats);
+  if (observed) [[unlikely]] obs::finish_wait_begin();
   // Help first: run our own children while they are on top of our deque. Only children of *this* finish: running
   // an unrelated task here would tie this finish's completion to it (a deadlock if it waits for code that follows
   // this finish). A child that blocks parks this whole fiber, which is fine: this finish cannot end before it.
@@ -76,6 +79,7 @@ void finish_state::wait() {
   }
   if (count_.load(std::memory_order_acquire) != 1) park(&publish_waiter, this);
   if (dist() != nullptr) home_done(*this);
+  if (observed) [[unlikely]] obs::finish_wait_end();
 }
 
 void finish_state::rethrow() {

@@ -7,6 +7,7 @@
 // then); a later run with another GPU configuration replaces it.
 #include "gpu_runtime.hpp"
 
+#include "obs.hpp"
 #include "runtime.hpp"
 #include "scheduler.hpp"
 
@@ -76,6 +77,7 @@ void gpu_launch(place p, gpu_kernel_request& r) {
   const int g = local_gpu(p, "apgas::async_at (kernel)");
   require_unrestricted_activity("apgas::async_at (kernel)");
   g_active->launch(g, r);
+  if (obs::on(obs::stats)) obs::stat_kernel(p.id());
 }
 
 std::uintptr_t gpu_alloc(place p, std::size_t bytes) {
@@ -92,12 +94,14 @@ void gpu_put(place p, std::uintptr_t dst, const void* src, std::size_t bytes) {
   const int g = local_gpu(p, "apgas::async_copy");
   require_unrestricted_activity("apgas::async_copy");
   g_active->put(g, dst, src, bytes);
+  if (obs::on(obs::stats)) obs::stat_copy(p.id(), 0, bytes);
 }
 
 void gpu_get(place p, void* dst, std::uintptr_t src, std::size_t bytes) {
   const int g = local_gpu(p, "apgas::async_copy");
   require_unrestricted_activity("apgas::async_copy");
   g_active->get(g, dst, src, bytes);
+  if (obs::on(obs::stats)) obs::stat_copy(p.id(), 1, bytes);
 }
 
 void gpu_copy(place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst, std::size_t bytes) {
@@ -105,6 +109,7 @@ void gpu_copy(place src_place, std::uintptr_t src, place dst_place, std::uintptr
   const int d = local_gpu(dst_place, "apgas::async_copy");
   require_unrestricted_activity("apgas::async_copy");
   g_active->copy(s, src, d, dst, bytes);
+  if (obs::on(obs::stats)) obs::stat_copy(src_place.id(), 2, bytes);
 }
 
 int gpu_make_queue(place p) {
@@ -119,10 +124,12 @@ void gpu_release_queue(place p, int queue) noexcept {
 
 void gpu_queue_put(place p, int queue, std::uintptr_t dst, const void* src, std::size_t bytes, finish_token& token) {
   g_active->queue_put(local_gpu(p, "apgas::in_order_queue::async_copy"), queue, dst, src, bytes, token);
+  if (obs::on(obs::stats)) obs::stat_copy(p.id(), 0, bytes);
 }
 
 void gpu_queue_get(place p, int queue, void* dst, std::uintptr_t src, std::size_t bytes, finish_token& token) {
   g_active->queue_get(local_gpu(p, "apgas::in_order_queue::async_copy"), queue, dst, src, bytes, token);
+  if (obs::on(obs::stats)) obs::stat_copy(p.id(), 1, bytes);
 }
 
 void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst,
@@ -130,6 +137,7 @@ void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, pla
   const char* what = "apgas::in_order_queue::async_copy";
   g_active->queue_copy(local_gpu(p, what), queue, local_gpu(src_place, what), src, local_gpu(dst_place, what), dst,
                        bytes, token);
+  if (obs::on(obs::stats)) obs::stat_copy(src_place.id(), 2, bytes);
 }
 
 void gpu_queue_drain(place p, int queue) {

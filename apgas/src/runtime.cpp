@@ -3,6 +3,7 @@
 
 #include "dist.hpp"
 #include "gpu_runtime.hpp"
+#include "obs.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/detail/gpu.hpp>
@@ -139,6 +140,8 @@ int run(const config& cfg, function_ref<void()> main) {
     std::fprintf(stderr, "apgas: start-up failed: %s\n", e.what());
     return 2;
   }
+  // Every place takes place 0's trace and statistics settings; place 0 stops the run if it cannot write the file.
+  if (!obs::prepare(cfg, *tp)) return 2;
   // The GPUs of this host, then the same tree everywhere: every host learns every host's GPUs. A host whose GPU
   // set-up failed still takes part in the exchange (so that no peer waits for it), and then every host stops.
   accelerator* acc = nullptr;
@@ -159,6 +162,7 @@ int run(const config& cfg, function_ref<void()> main) {
   auto sched = std::make_unique<scheduler>(cfg);
   set_scheduler(sched.get());
   tp->barrier();  // every place is ready to receive before place 0 sends anything
+  obs::start(*tp, sched->size());
   dist_start(*tp);
   gpu_start(*acc, first_gpu);
 
@@ -197,8 +201,10 @@ int run(const config& cfg, function_ref<void()> main) {
   dist_stop();
   gpu_stop();
   sched.reset();  // stop and join the workers
+  obs::stop(*tp);
   set_scheduler(nullptr);
   dist_finalize(*tp);
+  obs::finish();
   set_tree(place_tree::single_host());
 
   if (!failure) return code;

@@ -1,6 +1,7 @@
 #include "scheduler.hpp"
 
 #include "finish.hpp"
+#include "obs.hpp"
 #include "stack.hpp"
 
 #include <apgas/error.hpp>
@@ -44,6 +45,7 @@ void complete_handoff(fiber_ctx* self, boost::context::fiber&& back) {
   h.from->cont = std::move(back);
   w->running = self;
   w->current_task = self->current;
+  if (obs::on(obs::cat_all)) [[unlikely]] obs::switched(h.from, self);  // before publish: `from` is not yet findable
   if (h.publish != nullptr) h.publish(h.from, h.arg);
 }
 
@@ -274,6 +276,15 @@ bool poll_until(bool (*done)(const void* ctx), const void* ctx) noexcept {
   worker* w = this_worker();
   scheduler* s = the_scheduler();
   if (w == nullptr || s == nullptr || !have_progress_hooks()) return done(ctx);
+  struct waiting_span {  // (the trace: the activity waits here, its worker polls for it)
+    bool on = obs::on(obs::cat_park);
+    waiting_span() {
+      if (on) obs::span_begin(obs::cat_park, "waiting (polling)");
+    }
+    ~waiting_span() {
+      if (on) obs::span_end(obs::cat_park);
+    }
+  } span;
   for (int idle = 0; idle < fruitless_polls;) {
     if (done(ctx)) return true;
     if (s->has_work_for(w) || s->stopping()) return false;
@@ -287,10 +298,15 @@ bool poll_until(bool (*done)(const void* ctx), const void* ctx) noexcept {
 }
 
 work_deque::item scheduler::find_work(worker* w) {
+  obs::idle_timer idle;  // (statistics: the time from the first fruitless round to the item found)
   for (int round = 0;; ++round) {
     if (const work_deque::item it = w->pop()) return it;
     if (const work_deque::item it = take_injected()) return it;
-    if (const work_deque::item it = steal_round(w)) return it;
+    if (const work_deque::item it = steal_round(w)) {
+      if (obs::on(obs::stats) && !is_fiber(it)) obs::stolen();
+      return it;
+    }
+    idle.begin();
     if (poll_progress()) {
       round = 0;
       continue;
@@ -328,6 +344,7 @@ work_deque::item scheduler::idle_wait(worker* w) {
 }
 
 void park(publish_fn publish, void* arg) {
+  if (obs::on(obs::stats)) obs::parked();
   worker* w = this_worker();
   fiber_ctx* self = w->running;
   self->current = w->current_task;
@@ -379,6 +396,8 @@ void run_task(task* t) {
   worker* w = this_worker();
   task* const saved = w->current_task;
   w->current_task = t;
+  const bool observed = obs::on(obs::cat_activity | obs::cat_counter | obs::stats);
+  if (observed) [[unlikely]] obs::activity_begin(w, *t);
   try {
     t->invoke();
   } catch (...) {
@@ -390,9 +409,11 @@ void run_task(task* t) {
   finish_state* const f = t->governing;
   delete t;
   if (f != nullptr) f->complete();
+  if (observed) [[unlikely]] obs::activity_end();
 }
 
 void push_task(task* t) {
+  if (obs::on(obs::cat_activity)) [[unlikely]] obs::spawned(*t);
   t->governing->spawned();
   worker* w = this_worker();
   w->deque.push(as_item(t));

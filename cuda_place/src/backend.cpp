@@ -72,7 +72,10 @@ class cuda_accelerator final : public accelerator {
     return gpu < 0 ? why_none_ : devices_[static_cast<std::size_t>(gpu)]->description();
   }
   void start(int first_place) override {
-    for (std::size_t i = 0; i < devices_.size(); ++i) devices_[i]->set_place(first_place + static_cast<int>(i));
+    for (std::size_t i = 0; i < devices_.size(); ++i) {
+      devices_[i]->set_place(first_place + static_cast<int>(i));
+      devices_[i]->begin_run();
+    }
     // Polled only while GPU work is in flight: otherwise idle workers may sleep (no CPU burnt on a GPU host).
     if (!devices_.empty()) hook_ = add_progress_hook(&poll_all, this, &demand_);
   }

@@ -5,8 +5,10 @@
 #include <apgas/runtime.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
+#include <thread>
 #include <utility>
 
 namespace apgas::detail::gpu {
@@ -174,8 +176,120 @@ CUevent device::take_event() {
     }
   }
   CUevent e = nullptr;
-  check(d_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  check(d_.cuEventCreate(&e, timing_ ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   return e;
+}
+
+// ---- device times (the trace) ----
+
+void device::begin_run() {
+  const bool timed = obs::on(obs::cat_gpu | obs::cat_copy);
+  if (dead_.load(std::memory_order_acquire)) return;
+  const context_scope scope(d_, ctx_);
+  if (scope.result() != CUDA_SUCCESS) return;
+  std::vector<CUevent> other_kind;
+  {
+    std::lock_guard lock(mutex_);
+    if (ref_ != nullptr) events_.push_back(std::exchange(ref_, nullptr));
+    if (timed != timing_) other_kind.swap(events_);  // (nothing is pending between runs)
+    timing_ = timed;
+    dma_traces_.clear();
+  }
+  for (CUevent e : other_kind) d_.cuEventDestroy(e);
+  if (!timed) return;
+  // The reference: recorded on an idle stream, it completes at once; its host time lies between the record and the
+  // query that sees it complete. A few tries, the narrowest kept (a stream's first operation may be slow to start);
+  // the poller then keeps device times causal (device_times).
+  try {
+    CUevent best = nullptr;
+    std::uint64_t best_ns = 0, best_width = ~std::uint64_t{0};
+    for (int attempt = 0; attempt < 8 && best_width > 20'000; ++attempt) {
+      const CUevent e = take_event();
+      const std::uint64_t before = obs::now();
+      record_into(e, h2d_);
+      CUresult q = CUDA_ERROR_NOT_READY;
+      while ((q = d_.cuEventQuery(e)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
+      const std::uint64_t after = obs::now();
+      if (q != CUDA_SUCCESS || after - before >= best_width) {
+        give_back(e);
+        if (q != CUDA_SUCCESS) break;
+        continue;
+      }
+      if (best != nullptr) give_back(best);
+      best = e;
+      best_width = after - before;
+      best_ns = before + best_width / 2;
+    }
+    std::lock_guard lock(mutex_);
+    ref_ = best;  // (null: no reference, this GPU's spans are left out)
+    ref_ns_ = best_ns;
+  } catch (const std::exception&) {  // (the same)
+  }
+}
+
+device::traced device::trace_begin(std::uint32_t cat, const char* name, int track, std::uint64_t bytes, CUstream s) {
+  traced t;
+  if (!timing_ || !obs::on(cat)) return t;
+  const CUevent e = take_event();
+  t.issued_ns = obs::now();  // (before the record: the GPU cannot reach it earlier)
+  record_into(e, s);
+  t.start = e;
+  t.name = name;
+  t.cat = cat;
+  t.track = track;
+  t.bytes = bytes;
+  return t;
+}
+
+bool device::device_times(traced& t, CUevent end) {
+  float from_ref = 0, took = 0;
+  if (ref_ == nullptr || d_.cuEventElapsedTime(&from_ref, ref_, t.start) != CUDA_SUCCESS ||
+      d_.cuEventElapsedTime(&took, t.start, end) != CUDA_SUCCESS) {
+    return false;
+  }
+  const auto start = static_cast<std::int64_t>(ref_ns_) + std::llround(static_cast<double>(from_ref) * 1e6);
+  const std::int64_t length = std::llround(std::max(0.0, static_cast<double>(took)) * 1e6);
+  // Causality corrects the reference: the operation cannot start before the host issued it, nor end after the poller
+  // saw it end. (Each violation is an error of the reference's host time, by at least that much.)
+  std::int64_t shift = static_cast<std::int64_t>(t.issued_ns) - start;
+  if (shift < 0) shift = std::min<std::int64_t>(0, static_cast<std::int64_t>(obs::now()) - (start + length));
+  ref_ns_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(ref_ns_) + shift);
+  t.start_ns = static_cast<std::uint64_t>(start + shift);
+  t.end_ns = t.start_ns + static_cast<std::uint64_t>(length);
+  t.timed = true;
+  if (from_ref < 4000.0f) return false;
+  events_.push_back(std::exchange(ref_, t.start));  // (float milliseconds: about 0.5 us apart at 4 s)
+  ref_ns_ = t.start_ns;
+  return true;
+}
+
+void device::keep_trace(CUevent end, const traced& t) {
+  std::lock_guard lock(mutex_);
+  dma_traces_.emplace(end, t);
+}
+
+void device::note_alloc(std::uintptr_t p, std::size_t bytes) {
+  std::size_t total = 0;
+  {
+    std::lock_guard lock(mutex_);
+    sizes_[p] = bytes;
+    in_use_ += bytes;
+    total = in_use_;
+  }
+  if (obs::on(obs::cat_gpu)) obs::counter(obs::cat_gpu, "GPU memory in use", place_, total);
+}
+
+void device::note_free(std::uintptr_t p) {
+  std::size_t total = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;
+    in_use_ -= it->second;
+    sizes_.erase(it);
+    total = in_use_;
+  }
+  if (obs::on(obs::cat_gpu)) obs::counter(obs::cat_gpu, "GPU memory in use", place_, total);
 }
 
 void device::give_back(CUevent e) noexcept {
@@ -236,8 +350,13 @@ bool device::poll(CUcontext& current) {
         failure = q;
         break;
       }
-      events_.push_back(pending_[i].event);
-      finished.push_back(std::move(pending_[i]));
+      pending_op& op = pending_[i];
+      if (op.trace.start != nullptr) {
+        if (!device_times(op.trace, op.event)) events_.push_back(op.trace.start);
+        op.trace.start = nullptr;
+      }
+      events_.push_back(op.event);
+      finished.push_back(std::move(op));
       pending_[i] = std::move(pending_.back());
       pending_.pop_back();
     }
@@ -246,6 +365,10 @@ bool device::poll(CUcontext& current) {
   }
   // Post steps, outside the lock: a woken activity may come straight back to this device.
   for (pending_op& op : finished) {
+    if (op.trace.timed) {
+      obs::device_span(op.trace.cat, op.trace.name, place_, op.trace.track, op.trace.start_ns, op.trace.end_ns,
+                       op.trace.flow, op.trace.bytes);
+    }
     for (CUdeviceptr b : op.buffers) free_on(d2h_, b);  // (no memory pools: cuMemFree, after the kernel has ended)
     staging_->give(op.staging);
     op.keep.reset();
@@ -275,10 +398,26 @@ dma_engine::marker device::h2d(std::uintptr_t dst, const void* src, std::size_t 
   const context_scope scope(d_, ctx_);
   entered(scope);
   const CUevent e = take_event();
+  traced t;
+  try {
+    t = trace_begin(obs::cat_copy, "DMA host->GPU", obs::track_h2d, n, h2d_);
+  } catch (...) {
+    give_back(e);
+    throw;
+  }
   const CUresult r = d_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, n, h2d_);
-  if (r != CUDA_SUCCESS) give_back(e);
+  if (r != CUDA_SUCCESS) {
+    give_back(e);
+    if (t.start != nullptr) give_back(t.start);
+  }
   check(r, "cuMemcpyHtoDAsync");
-  record_into(e, h2d_);
+  try {
+    record_into(e, h2d_);
+  } catch (...) {
+    if (t.start != nullptr) give_back(t.start);
+    throw;
+  }
+  if (t.start != nullptr) keep_trace(e, t);
   return reinterpret_cast<marker>(e);
 }
 
@@ -287,10 +426,26 @@ dma_engine::marker device::d2h(void* dst, std::uintptr_t src, std::size_t n) {
   const context_scope scope(d_, ctx_);
   entered(scope);
   const CUevent e = take_event();
+  traced t;
+  try {
+    t = trace_begin(obs::cat_copy, "DMA GPU->host", obs::track_d2h, n, d2h_);
+  } catch (...) {
+    give_back(e);
+    throw;
+  }
   const CUresult r = d_.cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), n, d2h_);
-  if (r != CUDA_SUCCESS) give_back(e);
+  if (r != CUDA_SUCCESS) {
+    give_back(e);
+    if (t.start != nullptr) give_back(t.start);
+  }
   check(r, "cuMemcpyDtoHAsync");
-  record_into(e, d2h_);
+  try {
+    record_into(e, d2h_);
+  } catch (...) {
+    if (t.start != nullptr) give_back(t.start);
+    throw;
+  }
+  if (t.start != nullptr) keep_trace(e, t);
   return reinterpret_cast<marker>(e);
 }
 
@@ -298,6 +453,13 @@ void device::wait(marker m) {
   waiter w;
   pending_op op;
   op.event = reinterpret_cast<CUevent>(m);
+  if (timing_) {
+    std::lock_guard lock(mutex_);
+    if (const auto it = dma_traces_.find(op.event); it != dma_traces_.end()) {
+      op.trace = it->second;
+      dma_traces_.erase(it);
+    }
+  }
   op.wake = &w;
   add_pending(std::move(op));
   w.done.wait();
@@ -337,19 +499,41 @@ void device::copy_to(device& to, std::uintptr_t dst, std::uintptr_t src, std::si
       const context_scope scope(d_, ctx_);
       entered(scope);
       e = take_event();
+      traced t;
+      try {
+        t = trace_begin(obs::cat_copy, target == this ? "copy GPU->GPU" : "peer copy", obs::track_d2h, n, d2h_);
+      } catch (...) {
+        give_back(e);
+        throw;
+      }
+      const auto untrace = [&] {
+        if (t.start != nullptr) give_back(t.start);
+      };
       CUresult r = CUDA_SUCCESS;
       if (target == this) {
         r = d_.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, d2h_);
-        if (r != CUDA_SUCCESS) give_back(e);
+        if (r != CUDA_SUCCESS) {
+          untrace();
+          give_back(e);
+        }
         check(r, "cuMemcpyDtoDAsync");
       } else {
         // With peer access enabled (start-up) this is a direct transfer; otherwise the driver stages it.
         r = d_.cuMemcpyPeerAsync(static_cast<CUdeviceptr>(dst), target->ctx_, static_cast<CUdeviceptr>(src), ctx_,
                                  n, d2h_);
-        if (r != CUDA_SUCCESS) give_back(e);
+        if (r != CUDA_SUCCESS) {
+          untrace();
+          give_back(e);
+        }
         check(r, "cuMemcpyPeerAsync");
       }
-      record_into(e, d2h_);
+      try {
+        record_into(e, d2h_);
+      } catch (...) {
+        untrace();
+        throw;
+      }
+      if (t.start != nullptr) keep_trace(e, t);
     }
     wait(reinterpret_cast<marker>(e));
   });
@@ -435,6 +619,7 @@ std::uintptr_t device::alloc(std::size_t bytes) {
       throw;
     }
   }
+  note_alloc(static_cast<std::uintptr_t>(p), bytes);
   return static_cast<std::uintptr_t>(p);
 }
 
@@ -450,6 +635,7 @@ void device::free(std::uintptr_t address) {
   } else {
     check(d_.cuMemFree(p), "cuMemFree");
   }
+  note_free(address);
 }
 
 // ---- kernels ----
@@ -589,10 +775,16 @@ void device::launch(gpu_kernel_request& r) {
   // Kernels that read constant data all go to stream 0: stream order keeps the next constant copy from overwriting
   // the buffer while a kernel still reads it. Others go round-robin, or to their in-order queue's stream.
   const CUstream queue = r.queue >= 0 ? queue_stream(r.queue) : nullptr;
-  CUstream s = !r.constant.empty()
-                   ? kstreams_[0]
-                   : (queue != nullptr ? queue
-                                       : kstreams_[next_stream_.fetch_add(1, std::memory_order_relaxed) % kernel_streams]);
+  CUstream s = kstreams_[0];
+  int track = obs::track_kernel0;  // (the trace's track of the stream)
+  if (r.constant.empty() && queue != nullptr) {
+    s = queue;
+    track = obs::track_queue0 + r.queue;
+  } else if (r.constant.empty()) {
+    const unsigned k = next_stream_.fetch_add(1, std::memory_order_relaxed) % kernel_streams;
+    s = kstreams_[k];
+    track += static_cast<int>(k);
+  }
   // A constant kernel of a queue runs on stream 0 after what the queue got before it, and what the queue gets after
   // it waits for it: an event each way (a wait takes the event's state when it is enqueued, so the events go back to
   // the pool at once).
@@ -635,6 +827,7 @@ void device::launch(gpu_kernel_request& r) {
     throw;
   }
   bool enqueued = false;  // a copy from the staging block is queued: the block is in use until the stream passes it
+  traced trace;
   try {
     std::vector<std::uintptr_t> addresses(r.uploads.size());
     for (std::size_t i = 0; i < r.uploads.size(); ++i) {
@@ -672,12 +865,17 @@ void device::launch(gpu_kernel_request& r) {
       check(d_.cuMemcpyHtoDAsync(c, block.data + constant_at, r.constant.size(), s), "cuMemcpyHtoDAsync (constant)");
       enqueued = true;
     }
+    // (the flow starts before the kernel's start event is recorded: the arrow never points back in time)
+    const std::uint64_t flow = timing_ ? obs::flow_out(obs::cat_gpu, obs::flow::launch) : 0;
+    trace = trace_begin(obs::cat_gpu, r.name != nullptr ? r.name : r.what, track, 0, s);
+    if (trace.start != nullptr) trace.flow = flow;
     check(d_.cuLaunchKernel(f.fn, static_cast<unsigned>(g.blocks.x), static_cast<unsigned>(g.blocks.y),
                             static_cast<unsigned>(g.blocks.z), static_cast<unsigned>(g.threads.x),
                             static_cast<unsigned>(g.threads.y), static_cast<unsigned>(g.threads.z),
                             static_cast<unsigned>(r.dynamic_shared), s, params, nullptr),
           "cuLaunchKernel", true);
   } catch (...) {
+    if (trace.start != nullptr) give_back(trace.start);
     release_now(s);  // stream-ordered: after the copies already queued
     if (!enqueued) {
       staging_->give(block);
@@ -711,6 +909,7 @@ void device::launch(gpu_kernel_request& r) {
   }
   pending_op op;
   op.event = done;
+  op.trace = trace;
   // after the launch: a refused launch never counted in the finish
   op.token = r.token != nullptr ? std::exchange(*r.token, finish_token{}) : finish_token::join();
   op.buffers = std::move(buffers);
@@ -757,30 +956,47 @@ CUstream device::queue_stream(int q) {
 }
 
 template <class Issue>
-void device::queue_op(int q, const char* call, finish_token& token, Issue issue) {
+void device::queue_op(int q, const char* call, const char* trace_name, std::size_t bytes, finish_token& token,
+                      Issue issue) {
   alive();
   const CUstream s = queue_stream(q);
   const context_scope scope(d_, ctx_);
   entered(scope);
   const CUevent e = take_event();
+  traced t;
+  try {
+    t = trace_begin(obs::cat_copy, trace_name, obs::track_queue0 + q, bytes, s);
+  } catch (...) {
+    give_back(e);
+    throw;
+  }
   const CUresult r = issue(s);
-  if (r != CUDA_SUCCESS) give_back(e);
+  if (r != CUDA_SUCCESS) {
+    give_back(e);
+    if (t.start != nullptr) give_back(t.start);
+  }
   check(r, call);
-  record_into(e, s);
+  try {
+    record_into(e, s);
+  } catch (...) {
+    if (t.start != nullptr) give_back(t.start);
+    throw;
+  }
   pending_op op;
   op.event = e;
+  op.trace = t;
   op.token = std::exchange(token, finish_token{});
   add_pending(std::move(op));
 }
 
 void device::queue_put(int q, std::uintptr_t dst, const void* src, std::size_t n, finish_token& token) {
-  queue_op(q, "cuMemcpyHtoDAsync", token, [&](CUstream s) {
+  queue_op(q, "cuMemcpyHtoDAsync", "DMA host->GPU", n, token, [&](CUstream s) {
     return d_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, n, s);
   });
 }
 
 void device::queue_get(int q, void* dst, std::uintptr_t src, std::size_t n, finish_token& token) {
-  queue_op(q, "cuMemcpyDtoHAsync", token, [&](CUstream s) {
+  queue_op(q, "cuMemcpyDtoHAsync", "DMA GPU->host", n, token, [&](CUstream s) {
     return d_.cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), n, s);
   });
 }
@@ -791,7 +1007,8 @@ void device::queue_copy(int q, device& from, std::uintptr_t src, device& to, std
   to.alive();
   const bool same = &from == &to;
   // (Between two GPUs the stream may belong to either context: the copy is ordered in it.)
-  queue_op(q, same ? "cuMemcpyDtoDAsync" : "cuMemcpyPeerAsync", token, [&](CUstream s) {
+  queue_op(q, same ? "cuMemcpyDtoDAsync" : "cuMemcpyPeerAsync", same ? "copy GPU->GPU" : "peer copy", n, token,
+           [&](CUstream s) {
     return same ? d_.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, s)
                 : d_.cuMemcpyPeerAsync(static_cast<CUdeviceptr>(dst), to.ctx_, static_cast<CUdeviceptr>(src),
                                        from.ctx_, n, s);

@@ -17,6 +17,12 @@
 //  - The driver is called with the device's context current on the calling thread (context_scope: activities migrate
 //    between worker threads and the poller may run on any of them), and the thread gets back what it had current
 //    before: no apgas context is ever left current for the user's own CUDA code.
+//  - Events are made without timing (CU_EVENT_DISABLE_TIMING, the cheaper kind) unless the run traces GPU or copy
+//    spans: begin_run() switches the pool's kind at the start of a run, when nothing is pending. While timing, a
+//    traced operation has a start event recorded before it; the poller turns (start, end) into device times on the
+//    host's clock, against a reference event whose host time was taken when it completed (begin_run), corrected
+//    whenever a span would start before the host issued it or end after the poller saw it end, and moved forward every
+//    4 s of device time so that float milliseconds stay within 0.5 us.
 //  - The constant buffer of an nvcc file holds the data of the last constant copy enqueued on kernel stream 0; a
 //    constant copy and the launch that reads it are enqueued together under constant_mutex_, so on stream 0 every
 //    constant kernel directly follows its own copy, and the next copy waits (stream order) until it has run.
@@ -27,6 +33,7 @@
 
 #include <apgas/detail/completion.hpp>
 #include <apgas/detail/gpu.hpp>
+#include <apgas/detail/obs.hpp>
 #include <apgas/detail/spin_mutex.hpp>
 
 #include <atomic>
@@ -58,6 +65,9 @@ class device final : public dma_engine, public host_memory {
   CUcontext context() const noexcept { return ctx_; }
   bool pools() const noexcept { return pools_; }
   void set_place(int p) noexcept { place_ = p; }
+  /// A run begins (after set_place, before any operation of the run): timing events when the run traces GPU or copy
+  /// spans (obs::on), and the reference event that maps device times onto the host's clock.
+  void begin_run();
   bool has_pending() const noexcept { return npending_.load(std::memory_order_acquire) != 0; }
 
   /// Completes what has finished. `current` is the context current on the calling thread: the device makes its own
@@ -97,8 +107,21 @@ class device final : public dma_engine, public host_memory {
     completion done;
     std::exception_ptr error;
   };
+  /// A traced operation: its start event and what its device span says.
+  struct traced {
+    CUevent start = nullptr;
+    const char* name = nullptr;
+    std::uint32_t cat = 0;
+    int track = 0;
+    std::uint64_t flow = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t issued_ns = 0;             // host time just before the start event was recorded
+    std::uint64_t start_ns = 0, end_ns = 0;  // set by the poller
+    bool timed = false;
+  };
   struct pending_op {
     CUevent event = nullptr;
+    traced trace;                        // while timing: the device span to record when it has ended
     waiter* wake = nullptr;              // a copy: the activity parked on it
     finish_token token;                  // a kernel: its place in the governing finish
     std::vector<CUdeviceptr> buffers;    // a kernel without memory pools: its buffers, freed by the post step
@@ -138,6 +161,16 @@ class device final : public dma_engine, public host_memory {
   grid prepare(const gpu_kernel_request& r, function_info& f);
   /// A large upload: a device buffer filled through the spooler (the calling activity waits until it has landed).
   CUdeviceptr upload_spooled(const gpu_upload& u);
+  /// While timing and tracing `cat`: a start event recorded on s now (before the operation). Throws like
+  /// record_into; nothing to give back then.
+  traced trace_begin(std::uint32_t cat, const char* name, int track, std::uint64_t bytes, CUstream s);
+  /// Under mutex_, once t's operation has ended at `end`: its device times. True when t.start became the new
+  /// reference (then it must not go back to the pool).
+  bool device_times(traced& t, CUevent end);
+  /// A DMA's trace, kept from h2d/d2h/copy_to until wait() makes its pending operation.
+  void keep_trace(CUevent end, const traced& t);
+  void note_alloc(std::uintptr_t p, std::size_t bytes);
+  void note_free(std::uintptr_t p);
 
   const driver& d_;
   int ordinal_;
@@ -151,6 +184,7 @@ class device final : public dma_engine, public host_memory {
   CUstream h2d_ = nullptr;
   CUstream d2h_ = nullptr;
   std::atomic<unsigned> next_stream_{0};
+  bool timing_ = false;  // set by begin_run, before any worker of the run exists
   void* slices_ = nullptr;
   std::unique_ptr<spooler> spool_;
   std::unique_ptr<staging_cache> staging_;
@@ -162,12 +196,17 @@ class device final : public dma_engine, public host_memory {
   CUstream queue_stream(int q);
   /// Enqueue a copy with `issue` on queue q's stream; its completion ends `token` (taken once it is enqueued).
   template <class Issue>
-  void queue_op(int q, const char* call, finish_token& token, Issue issue);
+  void queue_op(int q, const char* call, const char* trace_name, std::size_t bytes, finish_token& token, Issue issue);
 
   spin_mutex mutex_;  // guards everything below
   std::vector<CUevent> events_;
   std::vector<pending_op> pending_;
   std::unordered_map<const void*, function_info> functions_;
+  CUevent ref_ = nullptr;       // while timing: the reference event, completed at host time ref_ns_
+  std::uint64_t ref_ns_ = 0;
+  std::unordered_map<CUevent, traced> dma_traces_;            // markers of traced DMAs not yet waited for
+  std::unordered_map<std::uintptr_t, std::size_t> sizes_;     // remote arrays: address -> bytes
+  std::size_t in_use_ = 0;                                    // their bytes
   std::string death_;
   std::atomic<int> npending_{0};  // pending_.size(); the backend's demand_ moves with it
   std::atomic<int>& demand_;

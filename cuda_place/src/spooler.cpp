@@ -1,6 +1,7 @@
 #include "spooler.hpp"
 
 #include <apgas/activity.hpp>
+#include <apgas/detail/obs.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -70,12 +71,17 @@ void spooler::pump(spooler* self, job* j) {
     const std::size_t len = std::min(chunk, j->n - off);
     std::byte* s = self->acquire(r);
     try {
+      const bool traced = obs::on(obs::cat_copy);
       if (j->to_device) {
+        if (traced) obs::span_begin(obs::cat_copy, "stage into slice", len);
         std::memcpy(s, j->host + off, len);
+        if (traced) obs::span_end(obs::cat_copy);
         self->dev_.wait(self->dev_.h2d(j->device + off, s, len));
       } else {
         self->dev_.wait(self->dev_.d2h(s, j->device + off, len));
+        if (traced) obs::span_begin(obs::cat_copy, "copy out of slice", len);
         std::memcpy(j->host + off, s, len);
+        if (traced) obs::span_end(obs::cat_copy);
       }
     } catch (...) {
       self->release(r, s);

@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
   }
   const params prm{fh.n, opt.k, fh.d, opt.iterations, opt.seed, !opt.file.empty(), opt.quiet, opt.pairs};
   apgas::register_exception<kmeans::input_error>();  // keeps its type when it comes from another host
+  if (opt.stats) apgas::enable_stats();               // the table of every place, at the end (APGAS_STATS)
 
   int exit_code = 0;
   const int rc = apgas::run(argc, argv, [&] {

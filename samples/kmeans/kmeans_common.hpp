@@ -68,6 +68,7 @@ struct options {
   bool print_centroids = false;
   bool quiet = false;       // no per-iteration progress on stderr
   bool pairs = true;        // GPU kernels: two points per shared-memory load (--single-point-loop: one, as before)
+  bool stats = false;       // --stats: apgas_kmeans prints the run statistics of every place (the baselines ignore it)
 };
 
 inline void print_usage(std::FILE* out, const char* prog) {
@@ -83,6 +84,8 @@ inline void print_usage(std::FILE* out, const char* prog) {
                "      --print-centroids  print the final centroids\n"
                "  -q, --quiet            no per-iteration progress on stderr\n"
                "      --single-point-loop  GPU kernels: one point per cluster load, as before (to compare)\n"
+               "      --stats            apgas_kmeans: print the run statistics of every place at the end, on stderr\n"
+               "                         (as APGAS_STATS=1 does; the baselines ignore it)\n"
                "  -h, --help             this text\n",
                prog, max_n, max_cluster_floats, max_d, max_iterations);
 }
@@ -146,6 +149,10 @@ inline int parse_options(int argc, char** argv, const char* prog, options& o) {
     }
     if (arg == "--single-point-loop") {
       o.pairs = false;
+      continue;
+    }
+    if (arg == "--stats") {
+      o.stats = true;
       continue;
     }
     char id = 0;

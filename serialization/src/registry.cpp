@@ -65,6 +65,11 @@ registry::fn registry::lookup(std::uint32_t id) {
   return s.entries[s.by_id[id]].f;
 }
 
+const char* registry::name_of(std::uint32_t id) noexcept {
+  state& s = the_state();
+  return id < s.by_id.size() ? s.entries[s.by_id[id]].name : nullptr;
+}
+
 std::size_t registry::size() noexcept { return the_state().entries.size(); }
 
 std::uint64_t registry::fingerprint() {

@@ -27,6 +27,9 @@
 //  - Strictness: the stream (and event) of a call must belong to the context current on the calling thread; a
 //    mismatch returns CUDA_ERROR_INVALID_HANDLE and is counted (wrong_context_calls) and printed: the backend's
 //    invariant is to make its device's context current before every call.
+//  - Event times: an event records the steady-clock time at which its stream reached it; cuEventElapsedTime gives the
+//    difference (as float milliseconds) when both events were made without CU_EVENT_DISABLE_TIMING, recorded and
+//    reached, and fails as the real driver does otherwise (counted: timing_events made, elapsed_queries).
 //  - Contexts: cuCtxSetCurrent/cuCtxGetCurrent per thread, and cuCtxSetCurrent can be made to fail (fail_next).
 //  - Driver version: cuDriverGetVersion reports APGAS_FAKE_CUDA_DRIVER_VERSION (default 13000, CUDA 13.0), or what
 //    apgas_fake_cuda_set_driver_version set.
@@ -97,7 +100,7 @@ constexpr unsigned char poison = 0xA5;
   X(event_records) X(stream_waits) X(event_queries) X(ops_executed) X(max_pending) X(pageable_async_copies)        \
   X(illegal_accesses) X(wrong_context_calls) X(invalid_handle_calls) X(invalid_frees) X(allocs_total)              \
   X(frees_total) X(injected_failures) X(last_grid) X(last_block) X(last_shared) X(sync_allocs) X(sync_frees)       \
-  X(host_allocs) X(host_frees_without_context)
+  X(host_allocs) X(host_frees_without_context) X(timing_events) X(elapsed_queries)
 
 enum counter : int {
 #define APGAS_FAKE_ENUM(c) c,
@@ -145,8 +148,10 @@ struct CUctx_st {
 
 struct CUevent_st {
   CUctx_st* ctx = nullptr;
+  bool timing = true;                       // created without CU_EVENT_DISABLE_TIMING: cuEventElapsedTime works
   std::atomic<std::uint64_t> recorded{0};   // generation of the latest record; 0: never recorded
   std::atomic<std::uint64_t> completed{0};  // highest generation its streams have reached
+  std::atomic<std::int64_t> time_ns{0};     // steady-clock time at which its stream reached the latest record
 };
 
 namespace {
@@ -558,6 +563,9 @@ void execute(device_state& d, op& o) {
   count(d, ops_executed);
   switch (o.kind) {
     case op_kind::record:
+      o.event->time_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch()).count(),
+                             std::memory_order_relaxed);
       complete(*o.event, o.generation);
       return;
     case op_kind::wait_event:  // the stream goes on once the event's stream has reached the record that was current
@@ -1149,6 +1157,8 @@ CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   if (phEvent == nullptr || (Flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
   auto e = std::make_shared<CUevent_st>();
   e->ctx = &d->ctx;
+  e->timing = (Flags & CU_EVENT_DISABLE_TIMING) == 0;
+  if (e->timing) count(*d, timing_events);
   state& g = S();
   std::unique_lock lock(g.handles_mu);
   g.events.emplace(e.get(), e);
@@ -1220,6 +1230,25 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
   o.event = std::move(e);
   o.call = "cuStreamWaitEvent";
   enqueue(*d, s, std::move(o), false);
+  return CUDA_SUCCESS;
+}
+
+// As the real driver: both events must have been created with timing, recorded, and reached by their streams.
+CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+  if (!S().initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
+  std::shared_ptr<CUevent_st> a = event_of(hStart), b = event_of(hEnd);
+  if (pMilliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (a == nullptr || b == nullptr || !a->timing || !b->timing) return CUDA_ERROR_INVALID_HANDLE;
+  device_state& d = dev(b->ctx);
+  count(d, elapsed_queries);
+  if (CUresult r = enter(d, "cuEventElapsedTime"); r != CUDA_SUCCESS) return r;
+  for (const auto* e : {a.get(), b.get()}) {
+    const std::uint64_t rec = e->recorded.load(std::memory_order_acquire);
+    if (rec == 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (e->completed.load(std::memory_order_acquire) < rec) return CUDA_ERROR_NOT_READY;
+  }
+  *pMilliseconds = static_cast<float>(static_cast<double>(b->time_ns.load(std::memory_order_relaxed) -
+                                                          a->time_ns.load(std::memory_order_relaxed)) / 1e6);
   return CUDA_SUCCESS;
 }
 

@@ -48,6 +48,25 @@ struct config {
   /// kernel_check_error (apgas/kernel.hpp). Costs time; off by default.
   bool kernel_check = false;
 
+  static constexpr std::size_t default_trace_buffer = std::size_t{64} << 20;
+  static constexpr std::size_t min_trace_buffer = std::size_t{64} << 10;
+  static constexpr std::size_t max_trace_buffer = std::size_t{16} << 30;
+  /// Write a Chrome/Perfetto trace of the run to this file (APGAS_TRACE; empty: no trace). Place 0's setting
+  /// decides for the whole run, and place 0 writes the file when the run ends (a placeholder stands there
+  /// meanwhile); a file it cannot write stops start-up. docs/building.md describes the trace.
+  std::string trace_file;
+  /// What the trace records (APGAS_TRACE_FILTER): a comma-separated list of the categories activity, finish, park,
+  /// at, message, team, gpu, copy, counter, or all, each optionally prefixed with '-' to take it out ("all,-park").
+  std::string trace_filter = "all";
+  /// Bytes of trace buffer per worker thread (APGAS_TRACE_BUFFER; suffixes K, M, G), 64 KiB to 16 GiB, reserved at
+  /// the start of a traced run and filled as it goes, 32 bytes per event; a full buffer drops events (counted, and
+  /// said at the end).
+  std::size_t trace_buffer = default_trace_buffer;
+  /// At the end of the run place 0 prints the run statistics of every place to stderr (APGAS_STATS=1, or
+  /// enable_stats()): activities run and stolen, parks, finish waits, idle time, messages and bytes per peer, GPU
+  /// kernels and copies. Place 0's setting decides for the whole run.
+  bool stats = false;
+
   /// The configuration given by the environment. Throws config_error.
   static config from_env();
   /// Throws config_error if a field is out of range.
@@ -85,6 +104,22 @@ template <class F>
 int run(const config& cfg, F&& main) {
   return detail::run(cfg, detail::function_ref<void()>(main));
 }
+
+/// Switch the run statistics on for the runs that follow in this process, as APGAS_STATS=1 would (config::from_env
+/// reads it): what a program's own --stats option calls before apgas::run. @code
+///   if (want_stats) apgas::enable_stats();
+///   return apgas::run(argc, argv, [] { ... });
+/// @endcode
+void enable_stats() noexcept;
+
+/// Takes every `--stats` argument before a `--` out of the command line (the later arguments move down, argc
+/// shrinks, argv[argc] stays null) and, if there was one, calls enable_stats(); returns whether there was. The one
+/// line a program's frame adds before it parses its own options, to accept `--stats` without knowing it: @code
+///   int main(int argc, char** argv) {
+///     apgas::take_stats_option(argc, argv);
+///     ... parse(argc, argv) ...; return apgas::run(argc, argv, ...);
+/// @endcode
+bool take_stats_option(int& argc, char** argv) noexcept;
 
 }  // namespace apgas
 #pragma GCC visibility pop

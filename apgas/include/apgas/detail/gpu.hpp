@@ -40,6 +40,7 @@ struct gpu_upload {
 /// resources, which write_desc fills once the device addresses are known.
 struct gpu_kernel_request {
   const char* what = "kernel";                  ///< for messages
+  const char* name = nullptr;                   ///< the body's type (typeid name), for the trace; null: `what`
   const void* entry = nullptr;                  ///< host stub of the __global__ instantiation: identifies the kernel
   /// The CUfunction of `entry` in the context current on the calling thread (a runtime API call made in the nvcc
   /// file). Throws cuda_error.

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 namespace apgas::detail {
@@ -28,6 +29,10 @@ struct task {
   /// Run the activity's body. May throw: the scheduler delivers the exception to the governing finish.
   virtual void invoke() = 0;
 
+  /// The activity's name in a trace (APGAS_TRACE): the type of its closure, as typeid names it (demangled when the
+  /// trace is written). Called only while tracing.
+  virtual const char* trace_name() const noexcept { return typeid(*this).name(); }
+
   /// Tasks are small and short-lived: they come from a per-worker cache (see apgas/src/task_alloc.cpp).
   static void* operator new(std::size_t size);
   static void operator delete(void* p, std::size_t size) noexcept;
@@ -37,6 +42,7 @@ struct task {
   clock_registrations* clocks = nullptr;      ///< clocks this activity is registered on; null in the common case
   int atomic_depth = 0;                       ///< > 0 inside atomic/when bodies
   bool in_kernel = false;                     ///< a block of a kernel closure run on a CPU place
+  std::uint64_t trace_flow = 0;               ///< while tracing: the spawn flow that ends where it starts, or 0
 };
 
 template <class F>

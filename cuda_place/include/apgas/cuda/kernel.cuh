@@ -42,6 +42,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -364,6 +365,7 @@ void launch_parts(place p, const Shape& shape, const void* body, const std::tupl
     r.entry = reinterpret_cast<const void*>(&entry_direct<kind, Body, R...>);
   }
   r.what = "kernel";
+  r.name = typeid(Body).name();
   r.resolve = &resolve_entry;
   r.constant_symbol = layout.constant.empty() ? nullptr : &constant_address<>;
   r.constant_capacity = APGAS_CONSTANT_BYTES;

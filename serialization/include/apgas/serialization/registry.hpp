@@ -30,6 +30,8 @@ class registry {
   static std::uint32_t id_of(std::size_t handle) noexcept;
   /// The function of a wire id; serialization_error naming the id and the number of entries if unknown.
   static fn lookup(std::uint32_t id);
+  /// The name of a wire id's entry (its type's typeid name), or null if unknown.
+  static const char* name_of(std::uint32_t id) noexcept;
   static std::size_t size() noexcept;
   /// A hash of every entry's name, in id order, and of the compiler and build; equal only for the same binary.
   static std::uint64_t fingerprint();

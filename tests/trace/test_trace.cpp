@@ -1,0 +1,253 @@
+// The trace (APGAS_TRACE) and the run statistics (APGAS_STATS) on one host place: the file is well-formed JSON that
+// Perfetto reads (support/trace_check.hpp: spans nest per track, every flow has both ends, processes and threads are
+// named), its counts match the work done, the settings are checked, a full buffer drops events and says so, a place
+// that dies leaves what it recorded, and without a trace no file is written.
+#include "trace/trace_support.hpp"
+
+#include <apgas/apgas.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+namespace {
+
+using namespace apgas_test::trace;
+using apgas_test::check_trace;
+
+apgas::config traced(const std::string& path, int nthreads = 2) {
+  apgas::config cfg;
+  cfg.nthreads = nthreads;
+  cfg.trace_file = path;
+  return cfg;
+}
+
+class Trace : public testing::TestWithParam<int> {};
+
+TEST_P(Trace, FibHasOneActivityPerAsyncAndAFlowPerSpawn) {
+  const std::string path = temp_file("fib.json");
+  constexpr int n = 12;
+  long result = 0;
+  ASSERT_EQ(apgas::run(traced(path, GetParam()), [&] { result = fib(n); }), 0);
+  EXPECT_EQ(result, 144);
+  const auto f = check_trace(path);
+  EXPECT_TRUE(f.problems.empty()) << f.summary();
+  // The main activity and one per async; every spawn's flow has both ends; one finish wait per finish (the main
+  // activity's implicit one too).
+  EXPECT_EQ(f.starts_by_cat.at("activity"), spawns(n) + 1);
+  EXPECT_EQ(f.flows.at("spawn"), spawns(n));
+  EXPECT_EQ(f.backward_flows.count("spawn"), 0u);
+  EXPECT_EQ(f.starts_by_cat.at("finish"), spawns(n) + 1);
+  EXPECT_EQ(f.starts.at("finish wait"), spawns(n) + 1);
+  // Activities are named after their closures.
+  EXPECT_EQ(f.starts_containing("fib(int)::{lambda()#1}"), spawns(n)) << "closure names: " << f.starts.size();
+  ASSERT_EQ(f.processes.count(1), 1u);
+  EXPECT_EQ(f.processes.at(1).rfind("place 0: host ", 0), 0u) << f.processes.at(1);
+  for (int w = 0; w < GetParam(); ++w) {
+    EXPECT_EQ(f.threads.at({1, w + 1}), "worker " + std::to_string(w));
+  }
+  EXPECT_EQ(f.dropped, 0);
+  EXPECT_GT(f.counters.count("activities alive"), 0u);
+  EXPECT_GE(f.counter_max.at("activities alive"), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, Trace, testing::Values(1, 2, 4), apgas_test::workers_name);
+
+// An activity that blocks: its fiber parks (an async slice), the worker runs something else meanwhile, and the
+// activity's track resumes in pieces marked resumed; spans still nest on every worker.
+TEST(TraceParks, AParkedActivityEndsItsPiecesAndResumes) {
+  for (int workers : {1, 2}) {
+    const std::string path = temp_file("park.json");
+    ASSERT_EQ(apgas::run(traced(path, workers), [] {
+      bool ready = false;
+      apgas::finish([&] {
+        apgas::async([&] { apgas::atomic([&] { ready = true; }); });
+        apgas::async([&] { apgas::when([&] { return ready; }, [] {}); });  // popped first: it blocks
+      });
+    }), 0);
+    const auto f = check_trace(path);
+    EXPECT_TRUE(f.problems.empty()) << f.summary();
+    EXPECT_EQ(f.starts_by_cat.at("activity"), 3);
+    if (workers == 1) {
+      EXPECT_GE(f.async_slices, 1) << "the blocked activity's fiber was parked";
+      EXPECT_GT(f.pieces_by_cat.at("activity"), 3) << "it resumed in a new piece";
+    }
+  }
+}
+
+TEST(TraceSettings, WithoutATraceNoFileIsWritten) {
+  const std::string path = temp_file("off.json");
+  apgas::config cfg;
+  cfg.nthreads = 2;
+  ASSERT_EQ(apgas::run(cfg, [] { (void)fib(10); }), 0);
+  EXPECT_FALSE(exists(path));
+  ASSERT_EQ(apgas::run(traced(path), [] { (void)fib(10); }), 0);
+  EXPECT_TRUE(exists(path)) << "(the same path is written when the trace is on)";
+}
+
+TEST(TraceSettings, AnUnwritableFileStopsStartUpNamingIt) {
+  const std::string path = "/nonexistent-apgas-dir/trace.json";
+  bool ran = false;
+  testing::internal::CaptureStderr();
+  const int rc = apgas::run(traced(path), [&] { ran = true; });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 2);
+  EXPECT_FALSE(ran);
+  EXPECT_NE(err.find("cannot write the trace file '" + path + "' (APGAS_TRACE)"), std::string::npos) << err;
+}
+
+TEST(TraceSettings, MalformedValuesAreRefusedNamingThem) {
+  struct env_guard {
+    const char* name;
+    explicit env_guard(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+    ~env_guard() { ::unsetenv(name); }
+  };
+  const auto refused = [](const char* var, const char* value, const std::string& part) {
+    env_guard g(var, value);
+    try {
+      (void)apgas::config::from_env();
+      ADD_FAILURE() << var << "=" << value << " was accepted";
+    } catch (const apgas::config_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string(var) + "='" + value + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find(part), std::string::npos) << what;
+    }
+  };
+  refused("APGAS_TRACE_FILTER", "activity,bogus", "unknown category 'bogus'");
+  refused("APGAS_TRACE_FILTER", "activity,,park", "an empty category");
+  refused("APGAS_TRACE_FILTER", "", "an empty category");
+  refused("APGAS_TRACE_FILTER", "-all", "no category is left");
+  refused("APGAS_TRACE_BUFFER", "12", "from 65536");
+  refused("APGAS_TRACE_BUFFER", "32G", "to 17179869184");
+  refused("APGAS_TRACE", "", "the path of the trace file");
+  refused("APGAS_STATS", "yes", "0 (off) or 1 (on)");
+  {
+    env_guard g("APGAS_TRACE_FILTER", "all,-park");
+    EXPECT_EQ(apgas::config::from_env().trace_filter, "all,-park");
+  }
+  {
+    env_guard g("APGAS_TRACE_BUFFER", "1M");
+    EXPECT_EQ(apgas::config::from_env().trace_buffer, std::size_t{1} << 20);
+  }
+  // The same checks for a configuration made in code: apgas::run refuses it with exit code 2.
+  apgas::config cfg = traced(temp_file("bad.json"));
+  cfg.trace_filter = "activity;park";
+  EXPECT_THROW(cfg.validate(), apgas::config_error);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(apgas::run(cfg, [] {}), 2);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("apgas::config::trace_filter='activity;park'"), std::string::npos) << err;
+}
+
+TEST(TraceSettings, TheFilterKeepsOnlyItsCategories) {
+  const std::string path = temp_file("filter.json");
+  apgas::config cfg = traced(path);
+  cfg.trace_filter = "finish";
+  constexpr int n = 10;
+  ASSERT_EQ(apgas::run(cfg, [] { (void)fib(n); }), 0);
+  const auto f = check_trace(path);
+  EXPECT_TRUE(f.problems.empty()) << f.summary();
+  EXPECT_EQ(f.starts_by_cat.count("activity"), 0u);
+  EXPECT_EQ(f.flows.count("spawn"), 0u);
+  EXPECT_EQ(f.starts_by_cat.at("finish"), spawns(n) + 1);
+}
+
+TEST(TraceSettings, AFullBufferDropsEventsAndSaysSo) {
+  const std::string path = temp_file("small.json");
+  apgas::config cfg = traced(path);
+  cfg.trace_buffer = apgas::config::min_trace_buffer;  // 2048 events per worker
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(apgas::run(cfg, [] { (void)fib(18); }), 0);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("place 0 dropped"), std::string::npos) << err;
+  EXPECT_NE(err.find("were full"), std::string::npos) << err;
+  const auto f = check_trace(path);
+  EXPECT_TRUE(f.problems.empty()) << f.summary();  // what was kept is still a well-formed trace
+  EXPECT_GT(f.dropped, 0);
+  EXPECT_LT(f.starts_by_cat.at("activity"), spawns(18) + 1);
+}
+
+// Statistics: activities run, finish waits, parks.
+TEST(Stats, TheTableCountsTheWork) {
+  apgas::config cfg;
+  cfg.nthreads = 2;
+  cfg.stats = true;
+  constexpr int n = 10;
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(apgas::run(cfg, [] {
+    (void)fib(n);
+    bool ready = false;  // one park at least: with two workers or one, the when below blocks
+    apgas::finish([&] {
+      apgas::async([&] { apgas::atomic([&] { ready = true; }); });
+      apgas::async([&] { apgas::when([&] { return ready; }, [] {}); });
+    });
+  }), 0);
+  const std::string err = testing::internal::GetCapturedStderr();
+  const auto stats = parse_stats(err);
+  ASSERT_EQ(stats.count(0), 1u) << err;
+  const auto& v = stats.at(0).value;
+  EXPECT_EQ(v.at("activities run"), static_cast<double>(spawns(n) + 1 + 2)) << err;
+  EXPECT_EQ(v.at("finish waits"), static_cast<double>(spawns(n) + 1 + 1)) << err;
+  EXPECT_GE(v.at("activities stolen"), 0) << err;
+  EXPECT_GE(v.at("time idle"), 0) << err;
+  EXPECT_NE(err.find("apgas stats: place 0: host "), std::string::npos) << err;
+  // Off: no table.
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(apgas::run(apgas::config{}, [] { (void)fib(5); }), 0);
+  EXPECT_EQ(testing::internal::GetCapturedStderr().find("apgas stats"), std::string::npos);
+}
+
+TEST(Stats, EnableStatsSwitchesThemOnForTheNextRuns) {
+  apgas::enable_stats();
+  const apgas::config cfg = apgas::config::from_env();
+  EXPECT_TRUE(cfg.stats);
+}
+
+TEST(Stats, TakeStatsOptionTakesItOutOfTheCommandLine) {
+  char prog[] = "prog", stats[] = "--stats", a[] = "-n", b[] = "5", dashes[] = "--", after[] = "--stats";
+  char* argv[] = {prog, stats, a, stats, b, dashes, after, nullptr};
+  int argc = 7;
+  EXPECT_TRUE(apgas::take_stats_option(argc, argv));
+  ASSERT_EQ(argc, 5);
+  EXPECT_STREQ(argv[1], "-n");
+  EXPECT_STREQ(argv[2], "5");
+  EXPECT_STREQ(argv[3], "--");
+  EXPECT_STREQ(argv[4], "--stats");  // after `--`: a parameter of the program, not this option
+  EXPECT_EQ(argv[5], nullptr);
+  EXPECT_TRUE(apgas::config::from_env().stats);
+  char* none[] = {prog, a, b, nullptr};
+  int n = 3;
+  EXPECT_FALSE(apgas::take_stats_option(n, none));
+  EXPECT_EQ(n, 3);
+  EXPECT_STREQ(none[2], "5");
+}
+
+// A place that dies through std::terminate writes what it recorded next to the trace file; the trace file itself
+// keeps the placeholder that says the run did not write it.
+TEST(TraceDeathTest, ATerminatingPlaceLeavesWhatItRecorded) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  // (one name for the test and its child, which runs the test again in a process of its own)
+  const std::string path = testing::TempDir() + "apgas-trace-death-dies.json";
+  if (!testing::internal::InDeathTestChild()) {
+    std::remove(path.c_str());
+    std::remove((path + ".place0.json").c_str());
+  }
+  EXPECT_DEATH(
+      {
+        (void)apgas::run(traced(path), [] {
+          (void)fib(8);
+          std::terminate();
+        });
+      },
+      "place 0 wrote what it recorded to '.*dies.json.place0.json' \\(std::terminate was called\\)");
+  const auto f = check_trace(path + ".place0.json");
+  EXPECT_TRUE(f.problems.empty()) << f.summary();
+  EXPECT_EQ(f.starts_by_cat.at("activity"), spawns(8) + 1);
+  const auto placeholder = check_trace(path);
+  EXPECT_TRUE(placeholder.problems.empty()) << placeholder.summary();
+  EXPECT_EQ(placeholder.events, 0);
+}
+
+}  // namespace

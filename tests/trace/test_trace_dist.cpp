@@ -1,0 +1,131 @@
+// The trace and the statistics of a run over several host places, in real processes (mpirun -np 2 and 3, the
+// reordering shim, libfabric): one file, written by place 0, with every place as a process on one time base, the
+// messages as flows from a send at one place to its handler at another, and the statistics table of every place,
+// whose counts match the work and agree between the two ends of every pair of places.
+#include "trace/trace_support.hpp"
+
+#include <apgas/apgas.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+using namespace apgas_test::trace;
+using apgas_test::check_trace;
+using apgas_test::rank0;
+
+// The file every place is told about (place 0's setting wins; it alone writes). The processes of the job share the
+// host, so place 0's own folder would do; a fixed name lets place 0 find it after the run.
+std::string shared_path(const char* name) {
+  const char* job = std::getenv("OMPI_COMM_WORLD_SIZE");
+  return testing::TempDir() + "apgas-trace-dist-" + name + "-" + (job != nullptr ? job : "1") + ".json";
+}
+
+// The work: at each place other than 0, one activity with 5 asyncs of its own and fib(8); then an at to each; then a
+// team barrier with one activity per place (place 0's own included).
+constexpr int asyncs_there = 5;
+constexpr int fib_n = 8;
+void work() {
+  apgas::finish([] {
+    for (apgas::place p : apgas::places()) {
+      if (p == apgas::here()) continue;
+      apgas::async_at(p, [] {
+        apgas::finish([] {
+          for (int i = 0; i < asyncs_there; ++i) apgas::async([] {});
+        });
+        (void)fib(fib_n);
+      });
+    }
+  });
+  for (apgas::place p : apgas::places()) {
+    if (p != apgas::here()) {
+      EXPECT_EQ(apgas::at(p, [] { return apgas::here().id(); }), p.id());
+    }
+  }
+  apgas::finish([] {
+    for (apgas::place p : apgas::places()) apgas::async_at(p, [] { apgas::team::world().barrier(); });
+  });
+}
+
+TEST(TraceDist, EveryPlaceOnOneTimelineWithItsMessages) {
+  const std::string path = shared_path("timeline");
+  if (rank0()) std::remove(path.c_str());
+  apgas::config cfg = apgas::config::from_env();
+  cfg.nthreads = 2;
+  cfg.trace_file = path;
+  int hosts = 0;
+  testing::internal::CaptureStderr();
+  const int rc = apgas::run(cfg, [&] {
+    hosts = apgas::num_hosts();
+    work();
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rc, 0) << err;
+  if (!rank0()) return;
+  ASSERT_GE(hosts, 2);
+  const auto f = check_trace(path);
+  ASSERT_TRUE(f.problems.empty()) << f.summary();
+  // One named process per place.
+  for (int p = 0; p < hosts; ++p) {
+    ASSERT_EQ(f.processes.count(p + 1), 1u) << "place " << p;
+    EXPECT_EQ(f.processes.at(p + 1).rfind("place " + std::to_string(p) + ": host ", 0), 0u) << f.processes.at(p + 1);
+  }
+  // Activities: the main one, and at every other place: the arriving one, its asyncs, fib's, the at's body; one
+  // team activity per place.
+  const long others = hosts - 1;
+  EXPECT_EQ(f.starts_by_cat.at("activity"), 1 + others * (1 + asyncs_there + spawns(fib_n) + 1) + hosts);
+  // Messages both ways between place 0 and every other place, each a flow from a send to its handler.
+  for (int p = 2; p <= hosts; ++p) {
+    EXPECT_GE(f.flows_between.count("message 1->" + std::to_string(p)), 1u) << "to place " << p - 1;
+    EXPECT_GE(f.flows_between.count("message " + std::to_string(p) + "->1"), 1u) << "from place " << p - 1;
+  }
+  EXPECT_EQ(f.starts.at("at"), others);
+  EXPECT_EQ(f.starts_by_cat.at("team"), hosts);
+  EXPECT_GE(f.starts.at("handle async"), others);
+  EXPECT_GE(f.counters.count("message bytes in flight"), 1u);
+  // The clocks of the other places were aligned, and the run says how well.
+  EXPECT_NE(err.find("clock offsets; place 1 "), std::string::npos) << err;
+}
+
+TEST(StatsDist, EveryPlaceHasATableAndThePairsAgree) {
+  apgas::config cfg = apgas::config::from_env();
+  cfg.nthreads = 2;
+  cfg.stats = true;
+  int hosts = 0;
+  testing::internal::CaptureStderr();
+  const int rc = apgas::run(cfg, [&] {
+    hosts = apgas::num_hosts();
+    work();
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rc, 0) << err;
+  if (!rank0()) {
+    EXPECT_EQ(err.find("apgas stats"), std::string::npos) << "only place 0 prints";
+    return;
+  }
+  const auto stats = parse_stats(err);
+  ASSERT_EQ(static_cast<int>(stats.size()), hosts) << err;
+  EXPECT_EQ(stats.at(0).value.at("activities run"), 2) << err;  // the main activity and its team activity
+  for (int p = 1; p < hosts; ++p) {
+    EXPECT_EQ(stats.at(p).value.at("activities run"), 1 + asyncs_there + spawns(fib_n) + 1 + 1) << err;
+  }
+  // What a place sent to another is what that one received from it: messages and bytes.
+  for (int a = 0; a < hosts; ++a) {
+    for (int b = 0; b < hosts; ++b) {
+      if (a == b) continue;
+      const auto& ab = stats.at(a).peers.at(b);
+      const auto& ba = stats.at(b).peers.at(a);
+      EXPECT_EQ(ab.msgs_sent, ba.msgs_recv) << a << " -> " << b << "\n" << err;
+      EXPECT_EQ(ab.bytes_sent, ba.bytes_recv) << a << " -> " << b << "\n" << err;
+      EXPECT_GE(ab.msgs_sent, 1) << a << " -> " << b << "\n" << err;
+    }
+    // Place 0 sent every other place at least its activity, its at and its team activity, and the shutdown.
+    if (a != 0) {
+      EXPECT_GE(stats.at(0).peers.at(a).msgs_sent, 4) << err;
+    }
+  }
+}
+
+}  // namespace
