@@ -65,12 +65,14 @@ inline void start_compute_places(bool cpu) {
   });
 }
 
-/// The whole main function of an apgas Parboil program: parses the options (exit 2 with `usage` on a bad one),
-/// starts the compute places (start_compute_places) and runs body(options) as the main activity at place 0; body
-/// returns the exit code (report()'s). Input errors thrown inside give exit code 2 with the message, at every place.
+/// The whole main function of an apgas Parboil program: takes `--stats` (apgas::take_stats_option), parses the
+/// options (exit 2 with `usage` on a bad one), starts the compute places (start_compute_places) and runs body(options)
+/// as the main activity at place 0; body returns the exit code (report()'s). Input errors thrown inside give exit
+/// code 2 with the message, at every place.
 template <class Body>
 int main(int argc, char** argv, const char* prog, const char* usage,
          std::initializer_list<std::string_view> sizes, Body body) {
+  apgas::take_stats_option(argc, argv);  // --stats: the runtime's statistics at the end (APGAS_STATS=1)
   options o;
   if (const int rc = guarded(prog, usage, [&] {
         o = parse(argc, argv, sizes);
