@@ -399,7 +399,11 @@ class writer_state {
         o_.s("\"bytes\":").num(sp.arg);
         comma = true;
       }
-      if (sp.peer >= 0 && sp.cat != cat_at) o_.s(comma ? "," : "").s("\"peer\":").snum(sp.peer);
+      if (sp.peer >= 0 && sp.cat != cat_at) {
+        o_.s(comma ? "," : "").s("\"peer\":").snum(sp.peer);
+        comma = true;
+      }
+      if (sp.resumed) o_.s(comma ? "," : "").s("\"resumed\":1");  // a span with arguments can be resumed too (an at)
       o_.s("}");
     } else if (sp.resumed) {
       o_.s(",\"args\":{\"resumed\":1}");
