@@ -180,20 +180,21 @@ void team::allreduce(std::span<T> inout, Op op) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::allreduce: T must be trivially copyable");
   const char* what = "apgas::team::allreduce";
   std::vector<std::vector<std::byte>> parts = allgather_parts<T>(what, inout, {});
+  const std::size_t n = static_cast<std::size_t>(size_);  // parts has an entry per host place; the team uses n
   const std::size_t me = static_cast<std::size_t>(rank_);
-  for (std::size_t p = 0; p < parts.size(); ++p) {
+  for (std::size_t p = 0; p < n; ++p) {
     if (p != me && parts[p].size() != inout.size_bytes()) {
       detail::team_wrong_length(what, place_at(static_cast<int>(p)), parts[p].size() / sizeof(T), inout.size());
     }
   }
-  if (parts.size() < 2) return;
+  if (n < 2) return;
   // Every place combines the same parts in the same (rank) order: bit-identical results everywhere.
   if constexpr (alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
     // The received parts are vectors of whole Ts, aligned for T: combine in place, the result building up in
     // parts[0] (in inout on rank 0), in a loop the compiler can vectorise.
     const auto elems = [&](std::size_t p) { return p == me ? inout.data() : reinterpret_cast<T*>(parts[p].data()); };
     T* acc = elems(0);
-    for (std::size_t p = 1; p < parts.size(); ++p) {
+    for (std::size_t p = 1; p < n; ++p) {
       T* in = elems(p);
       for (std::size_t i = 0; i < inout.size(); ++i) acc[i] = op(acc[i], in[i]);
     }
@@ -209,7 +210,7 @@ void team::allreduce(std::span<T> inout, Op op) {
     for (std::size_t i = 0; i < inout.size(); ++i) {
       T acc;
       load(0, i, acc);
-      for (std::size_t p = 1; p < parts.size(); ++p) {
+      for (std::size_t p = 1; p < n; ++p) {
         T v;
         load(p, i, v);
         acc = op(acc, v);
