@@ -93,6 +93,7 @@ struct proxy final : finish_state {
     if (partial != nullptr) cops->destroy(partial);
   }
 };
+static_assert(sizeof(proxy) <= 256, "a proxy must fit the task cache's largest class (no heap allocation per message)");
 
 struct pending_at {
   completion done;

@@ -75,13 +75,14 @@ void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::spa
 team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
   dist_state& d = *g_dist;
   team_parts out;
-  if (expected == 0) {
-    out.parts.resize(static_cast<std::size_t>(d.size));
-    out.failed.assign(static_cast<std::size_t>(d.size), 0);
-    return out;
-  }
   const bool traced = obs::on(obs::cat_team);
   if (traced) [[unlikely]] obs::span_begin(obs::cat_team, "team", seq);
+  if (expected == 0) {  // a team of one: nothing to wait for (the span still shows the operation)
+    out.parts.resize(static_cast<std::size_t>(d.size));
+    out.failed.assign(static_cast<std::size_t>(d.size), 0);
+    if (traced) [[unlikely]] obs::span_end(obs::cat_team);
+    return out;
+  }
   completion c;
   bool wait = false;
   {
