@@ -8,6 +8,7 @@
 /// or from the root; allreduce, allgather, alltoall, split, index_of_max/min and barrier send each member's part to
 /// every other member. Results are bit-identical at every place (parts are combined in team rank order).
 ///
+/// Every member passes the same root and the same element type; lengths may differ only where a `v` form says so.
 /// Errors name the value and the limit. A wrong root (not a place, a GPU place, not a member) is refused before
 /// anything is sent (illegal_operation_exception, bad_place_exception); a member whose own arguments are wrong (a
 /// length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
