@@ -158,6 +158,26 @@ TEST(CollectingFinish, UserReducersWithStringValuesFoldInOfferOrder) {
   });
 }
 
+// X10 CF10's fold order, with the offers made at another place: "Hello" and "CF" fold into that place's partial value
+// (zero ⊕ Hello ⊕ CF), which folds into the finish's zero at home: exactly X10's "[,[[,Hello],CF]]".
+struct bracket {
+  using value_type = std::string;
+  std::string zero() const { return {}; }
+  std::string operator()(const std::string& a, const std::string& b) const { return "[" + a + "," + b + "]"; }
+};
+
+TEST(CollectingFinish, X10FoldOrderAcrossPlaces) {
+  run_everywhere([] {
+    const std::string s = apgas::finish_collect(bracket{}, [] {
+      apgas::async_at(apgas::place(1), [] {
+        apgas::offer(std::string("Hello"));
+        apgas::offer(std::string("CF"));
+      });
+    });
+    EXPECT_EQ(s, "[,[[,Hello],CF]]");
+  });
+}
+
 // A place whose activities threw drops its partial value (X10's rule): the finish throws; an enclosing collecting
 // finish that catches it gets the other places' values only.
 TEST(CollectingFinish, APlaceThatThrowsDropsItsValue) {
