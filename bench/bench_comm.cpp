@@ -135,11 +135,13 @@ team_times ours_team(int iters) {
           r.t[1] = timed(t, iters, [&] { t.broadcast(std::span<double>(mine), root); });
           r.t[2] = timed(t, iters, [&] { t.gather(std::span<const double>(mine), std::span<double>(big), root); });
           r.t[3] = timed(t, iters, [&] {
-            t.gatherv(std::span<const double>(mine), std::span<double>(big), std::span<const std::size_t>(counts), root);
+            t.gatherv(std::span<const double>(mine), std::span<double>(big), std::span<const std::size_t>(counts),
+                      root);
           });
           r.t[4] = timed(t, iters, [&] { t.scatter(std::span<const double>(big), std::span<double>(mine), root); });
           r.t[5] = timed(t, iters, [&] {
-            t.scatterv(std::span<const double>(big), std::span<const std::size_t>(counts), std::span<double>(mine), root);
+            t.scatterv(std::span<const double>(big), std::span<const std::size_t>(counts), std::span<double>(mine),
+                       root);
           });
           r.t[6] = timed(t, iters, [&] { t.allgather(std::span<const double>(mine), std::span<double>(big)); });
           r.t[7] = timed(t, iters, [&] { t.alltoall(std::span<const double>(big), std::span<double>(out2)); });
@@ -349,7 +351,8 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team]\n");
+      std::fprintf(stderr,
+                   "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team]\n");
       return 2;
     }
   }

@@ -133,9 +133,15 @@ void deliver_activity(int src, reader& r, std::span<const std::byte> bytes, bool
   if ((f.serial & collect_flag) != 0) {  // the collector trailer: off the message before the closure sees it
     f.serial &= ~collect_flag;
     std::uint64_t n = 0;
-    if (bytes.size() < r.position() + sizeof n) throw serialization_error("apgas: malformed message: a collector trailer");
+    // The trailer (ops id, reducer bytes, their length n) comes after the rest of the header (token, closure id).
+    const std::size_t header_end = r.position() + sizeof(std::uint64_t) + sizeof(std::uint32_t);
+    const std::size_t fixed = sizeof n + sizeof(std::uint32_t);
+    if (bytes.size() < header_end + fixed) {
+      throw serialization_error("apgas: malformed message: no room for a collector trailer in " +
+                                std::to_string(bytes.size()) + " bytes");
+    }
     std::memcpy(&n, bytes.data() + bytes.size() - sizeof n, sizeof n);
-    if (n > bytes.size() - r.position() - sizeof n - sizeof(std::uint32_t)) {
+    if (n > bytes.size() - header_end - fixed) {
       throw serialization_error("apgas: malformed message: a collector trailer of " + std::to_string(n) + " bytes");
     }
     const std::size_t len = static_cast<std::size_t>(n) + sizeof(std::uint32_t);

@@ -97,11 +97,15 @@ const collect_ops* ops_of(std::uint32_t id) {
 // Fold a partial value that came home (reader at the value) into fs's closest collecting finish.
 void merge_partial(finish_state& fs, reader& r) {
   finish_state* c = fs.collecting();
-  if (c == nullptr) throw serialization_error("apgas: malformed report: a partial value for a finish that does not collect");
+  if (c == nullptr) {
+    throw serialization_error("apgas: malformed report: a partial value for a finish that does not collect");
+  }
   std::lock_guard lock(c->lock());
   if (c->is_proxy()) {
     auto& p = static_cast<proxy&>(*c);
-    if (p.cops->make == nullptr) throw serialization_error("apgas: malformed report: a partial value of a reducer that is not shipped");
+    if (p.cops->make == nullptr) {
+      throw serialization_error("apgas: malformed report: a partial value of a reducer that is not shipped");
+    }
     if (p.partial == nullptr) {
       reader rr(p.creducer);
       p.partial = p.cops->make(rr);
@@ -109,7 +113,9 @@ void merge_partial(finish_state& fs, reader& r) {
     p.cops->merge(p.partial, r);
   } else {
     collector* k = c->coll();
-    if (k->merge == nullptr) throw serialization_error("apgas: malformed report: a partial value of a reducer that is not shipped");
+    if (k->merge == nullptr) {
+      throw serialization_error("apgas: malformed report: a partial value of a reducer that is not shipped");
+    }
     k->merge(k->accumulator, k->reducer, r);
   }
 }

@@ -32,7 +32,8 @@ enum class msg : std::uint8_t {
   async_activity = 1,  // u64 fid home, u64 serial, u64 0, u32 closure id, payload [, collector trailer]
   at_activity = 2,     // u64 fid home, u64 serial, u64 reply token, u32 closure id, payload [, collector trailer]
   at_reply = 3,        // u64 token, u8 ok, payload (result or exception)
-  report = 4,          // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions, u8 has partial [, value]
+  report = 4,          // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions,
+                       // u8 has partial value [, the value]
   shutdown = 5,        // i32 exit code
   team_contrib = 6,    // u64 team id, u64 seq, i32 sender's team rank, u8 failed, bytes (one part of a team operation)
   bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes

@@ -38,7 +38,7 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
   std::uint64_t seq = 0;
   std::int32_t from = 0;
   std::uint8_t failed = 0;
-  r & team & seq & from & failed;
+  r& team& seq& from& failed;
   if (from < 0 || from >= d.size) {
     throw serialization_error("apgas: malformed team message: team rank " + std::to_string(from) + " (there are " +
                               std::to_string(d.size) + " host places)");
@@ -64,10 +64,9 @@ std::uint64_t team_begin(std::uint64_t team, const char* what) {
   return ++d.team_seqs[team];
 }
 
-void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes,
-               bool failed) {
+void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes, bool failed) {
   writer w = message_writer(bytes.size() + 40);  // the whole message at once: no regrowth copies
-  w & msg::team_contrib & team & seq & static_cast<std::int32_t>(from) & static_cast<std::uint8_t>(failed ? 1 : 0);
+  w& msg::team_contrib& team& seq& static_cast<std::int32_t>(from) & static_cast<std::uint8_t>(failed ? 1 : 0);
   w.write_bytes(bytes.data(), bytes.size());
   send(to, std::move(w));
 }
@@ -76,11 +75,13 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
   dist_state& d = *g_dist;
   team_parts out;
   const bool traced = obs::on(obs::cat_team);
-  if (traced) [[unlikely]] obs::span_begin(obs::cat_team, "team", seq);
+  if (traced) [[unlikely]]
+    obs::span_begin(obs::cat_team, "team", seq);
   if (expected == 0) {  // a team of one: nothing to wait for (the span still shows the operation)
     out.parts.resize(static_cast<std::size_t>(d.size));
     out.failed.assign(static_cast<std::size_t>(d.size), 0);
-    if (traced) [[unlikely]] obs::span_end(obs::cat_team);
+    if (traced) [[unlikely]]
+      obs::span_end(obs::cat_team);
     return out;
   }
   completion c;
@@ -103,7 +104,8 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
     out.failed = std::move(it->second.failed);
     d.team.erase(it);
   }
-  if (traced) [[unlikely]] obs::span_end(obs::cat_team);
+  if (traced) [[unlikely]]
+    obs::span_end(obs::cat_team);
   return out;  // this place's own entry stays empty: the caller has its bytes
 }
 
@@ -117,9 +119,9 @@ int team_rank() noexcept { return g_dist != nullptr ? g_dist->rank : 0; }
 int team_size() noexcept { return g_dist != nullptr ? g_dist->size : 1; }
 
 void team_failed(const char* what, int place, const std::vector<std::byte>& text) {
-  throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(place) +
-                                    " was called with wrong arguments: " +
-                                    std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+  throw illegal_operation_exception(
+      std::string(what) + ": place " + std::to_string(place) +
+      " was called with wrong arguments: " + std::string(reinterpret_cast<const char*>(text.data()), text.size()));
 }
 
 void team_wrong_length(const char* what, int place, std::size_t got, std::size_t expected) {
@@ -136,8 +138,10 @@ void team::fail(const std::string& err) { throw illegal_operation_exception(err)
 int team::root_rank(const char* what, place root) const {
   const place p = place_of(root.id());  // bad_place_exception if it is no place
   if (!p.is_host()) {
-    throw bad_place_exception(std::string(what) + ": the root must be a host place (a team is one activity per "
-                              "host place); place " + std::to_string(root.id()) + " is a GPU place");
+    throw bad_place_exception(std::string(what) +
+                              ": the root must be a host place (a team is one activity per "
+                              "host place); place " +
+                              std::to_string(root.id()) + " is a GPU place");
   }
   const int r = rank_of(root);
   if (r < 0) {
@@ -164,7 +168,8 @@ team team::split(int color, int key) {
     entry e = mine;
     if (p != rank_) {
       const std::vector<std::byte>& b = parts[static_cast<std::size_t>(p)];
-      if (b.size() != sizeof(entry)) detail::team_wrong_length("apgas::team::split", place_at(p), b.size(), sizeof(entry));
+      if (b.size() != sizeof(entry))
+        detail::team_wrong_length("apgas::team::split", place_at(p), b.size(), sizeof(entry));
       std::memcpy(&e, b.data(), sizeof e);
     }
     if (e.color == color) same.emplace_back(e, p);
@@ -181,7 +186,8 @@ team team::split(int color, int key) {
   // The id: the first member's place and its split number, the same at every member and distinct from every other
   // team's (a place numbers its splits).
   const auto& lead = same.front();
-  t.id_ = (static_cast<std::uint64_t>(place_at(lead.second)) + 1) << 40 | (lead.first.counter & ((std::uint64_t{1} << 40) - 1));
+  t.id_ = (static_cast<std::uint64_t>(place_at(lead.second)) + 1) << 40 |
+          (lead.first.counter & ((std::uint64_t{1} << 40) - 1));
   t.size_ = static_cast<int>(members->size());
   t.members_ = std::move(members);
   return t;

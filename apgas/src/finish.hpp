@@ -35,7 +35,9 @@ void proxy_offer(finish_state& fs, const void* value, const std::type_info& type
 class finish_state {
  public:
   explicit finish_state(finish_state* parent, collector* coll = nullptr) noexcept
-      : parent_(parent), coll_(coll), collecting_(coll != nullptr ? this : parent != nullptr ? parent->collecting_ : nullptr) {}
+      : parent_(parent),
+        coll_(coll),
+        collecting_(coll != nullptr ? this : parent != nullptr ? parent->collecting_ : nullptr) {}
   finish_state(const finish_state&) = delete;
   finish_state& operator=(const finish_state&) = delete;
 

@@ -3,8 +3,8 @@
 // main activity runs at place 0 while the other places serve; the team tests run one activity per place (SPMD).
 #include "support/run.hpp"
 
-#include <apgas/apgas.hpp>
 #include <gtest/gtest.h>
+#include <apgas/apgas.hpp>
 
 #include <functional>
 #include <numeric>
@@ -139,7 +139,7 @@ struct joiner {
   }
   template <class A>
   void serialize(A& a) {
-    a & sep;
+    a& sep;
   }
 };
 
@@ -230,17 +230,22 @@ TEST(CollectingFinish, MisuseAtAnotherPlaceThrowsThere) {
       }
     };
     // A value of the wrong type.
-    expect_illegal([] {
-      (void)apgas::finish_collect(apgas::sum<long>(), [] { apgas::async_at(apgas::place(1), [] { apgas::offer(1); }); });
-    }, "whose reducer takes");
+    expect_illegal(
+        [] {
+          (void)apgas::finish_collect(apgas::sum<long>(),
+                                      [] { apgas::async_at(apgas::place(1), [] { apgas::offer(1); }); });
+        },
+        "whose reducer takes");
     // No collecting finish at all.
     expect_illegal([] { apgas::finish([] { apgas::async_at(apgas::place(1), [] { apgas::offer(1L); }); }); },
                    "no enclosing collecting finish");
     // A reducer that cannot travel (a std::function is neither trivially copyable nor serializable).
-    expect_illegal([] {
-      auto r = apgas::reducer{0L, std::function<long(long, long)>([](long a, long b) { return a + b; })};
-      (void)apgas::finish_collect(r, [] { apgas::async_at(apgas::place(1), [] { apgas::offer(1L); }); });
-    }, "cannot be sent to another place");
+    expect_illegal(
+        [] {
+          auto r = apgas::reducer{0L, std::function<long(long, long)>([](long a, long b) { return a + b; })};
+          (void)apgas::finish_collect(r, [] { apgas::async_at(apgas::place(1), [] { apgas::offer(1L); }); });
+        },
+        "cannot be sent to another place");
     // The same reducer works at home.
     auto r = apgas::reducer{0L, std::function<long(long, long)>([](long a, long b) { return a + b; })};
     EXPECT_EQ(apgas::finish_collect(r, [] { apgas::offer(5L); }), 5L);
@@ -272,7 +277,8 @@ void exercise(apgas::team t) {
     // reduce
     std::vector<long> v(k);
     for (std::size_t i = 0; i < k; ++i) v[i] = val(here, i);
-    t.reduce(std::span<long>(v), [](long a, long b) { return a + b; }, root);
+    t.reduce(
+        std::span<long>(v), [](long a, long b) { return a + b; }, root);
     long places_sum = 0;
     for (int i = 0; i < n; ++i) places_sum += t.member(i).id();
     for (std::size_t i = 0; i < k; i += 99) {
@@ -306,7 +312,8 @@ void exercise(apgas::team t) {
     if (me == r) {
       std::size_t off = 0;
       for (int m = 0; m < n; ++m) {
-        for (std::size_t i = 0; i <= static_cast<std::size_t>(m); ++i) EXPECT_EQ(allv[off + i], val(t.member(m).id(), i));
+        for (std::size_t i = 0; i <= static_cast<std::size_t>(m); ++i)
+          EXPECT_EQ(allv[off + i], val(t.member(m).id(), i));
         off += static_cast<std::size_t>(m) + 1;
       }
     }
@@ -400,7 +407,8 @@ TEST(Team, MisuseIsReportedWhereItHappens) {
       std::vector<long> v(4, 1);
       // A root that is no place, a root outside the team: refused before anything is sent, everywhere.
       try {
-        w.reduce(std::span<long>(v), [](long a, long b) { return a + b; }, apgas::place(n + 5));
+        w.reduce(
+            std::span<long>(v), [](long a, long b) { return a + b; }, apgas::place(n + 5));
         ADD_FAILURE() << "reduce to place " << n + 5;
       } catch (const apgas::bad_place_exception&) {
       }
@@ -433,7 +441,9 @@ TEST(Team, MisuseIsReportedWhereItHappens) {
       } catch (const apgas::illegal_operation_exception& e) {
         const std::string s = e.what();
         EXPECT_NE(s.find("in holds 5 elements at the root"), std::string::npos) << s;
-        if (me != 0) EXPECT_NE(s.find("place 0 was called with wrong arguments"), std::string::npos) << s;
+        if (me != 0) {
+          EXPECT_NE(s.find("place 0 was called with wrong arguments"), std::string::npos) << s;
+        }
       }
       // scatterv with too few counts at the root.
       std::vector<std::size_t> counts(static_cast<std::size_t>(n) - 1, 1);

@@ -235,7 +235,8 @@ void team::reduce(std::span<T> inout, Op op, place root) {
   check_parts(what, tp);
   for (int p = 0; p < size_; ++p) {
     const std::size_t got = tp.parts[static_cast<std::size_t>(p)].size();
-    if (p != r && got != inout.size_bytes()) detail::team_wrong_length(what, place_at(p), got / sizeof(T), inout.size());
+    if (p != r && got != inout.size_bytes())
+      detail::team_wrong_length(what, place_at(p), got / sizeof(T), inout.size());
   }
   if (size_ < 2 || inout.empty()) return;
   // Rank order, as allreduce: acc = part0 op part1 op ... (the root's own part at its rank).
@@ -278,7 +279,8 @@ void team::broadcast(std::span<T> data, place root) {
   detail::team_parts tp = detail::team_wait(id_, seq, 1);
   check_parts(what, tp);
   const std::vector<std::byte>& from = tp.parts[static_cast<std::size_t>(r)];
-  if (from.size() != data.size_bytes()) detail::team_wrong_length(what, root.id(), from.size() / sizeof(T), data.size());
+  if (from.size() != data.size_bytes())
+    detail::team_wrong_length(what, root.id(), from.size() / sizeof(T), data.size());
   if (!data.empty()) std::memcpy(data.data(), from.data(), data.size_bytes());
 }
 
@@ -313,8 +315,8 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
 }
 
 template <class T>
-void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> out,
-                   std::span<const std::size_t> counts, place root) {
+void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> out, std::span<const std::size_t> counts,
+                   place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gatherv: T must be trivially copyable");
   const char* what = "apgas::team::gatherv";
   const int r = root_rank(what, root);
@@ -341,8 +343,8 @@ void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> o
   std::size_t off = 0;
   for (int p = 0; p < size_; ++p) {
     const std::size_t c = counts[static_cast<std::size_t>(p)];
-    const std::byte* src = p == r ? reinterpret_cast<const std::byte*>(mine.data())
-                                  : tp.parts[static_cast<std::size_t>(p)].data();
+    const std::byte* src =
+        p == r ? reinterpret_cast<const std::byte*>(mine.data()) : tp.parts[static_cast<std::size_t>(p)].data();
     const std::size_t got = p == r ? mine.size_bytes() : tp.parts[static_cast<std::size_t>(p)].size();
     if (got != c * sizeof(T)) detail::team_wrong_length(what, place_at(p), got / sizeof(T), c);
     if (c != 0) std::memcpy(out.data() + off, src, got);
@@ -364,8 +366,11 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
             std::to_string(size_) + " members x " + std::to_string(k) + " = " + std::to_string(k * size_);
     }
     for (int i = 0; i < size_; ++i) {
-      if (i != r) send_to(seq, i, err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) :
-                                                std::span<const std::byte>{}, err);
+      if (i != r)
+        send_to(
+            seq, i,
+            err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
+            err);
     }
     if (!err.empty()) fail(err);
     if (k != 0) std::memcpy(mine.data(), in.data() + static_cast<std::size_t>(r) * k, mine.size_bytes());
@@ -379,8 +384,8 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
 }
 
 template <class T>
-void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const std::size_t> counts,
-                    std::span<T> mine, place root) {
+void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const std::size_t> counts, std::span<T> mine,
+                    place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatterv: T must be trivially copyable");
   const char* what = "apgas::team::scatterv";
   const int r = root_rank(what, root);
@@ -423,8 +428,8 @@ void team::allgather(std::span<const std::type_identity_t<T>> mine, std::span<T>
   std::string err;
   if (out.size() != k * static_cast<std::size_t>(size_)) {
     err = std::string(what) + ": out holds " + std::to_string(out.size()) + " elements at place " +
-          std::to_string(place_at(rank_)) + ", expected " + std::to_string(size_) + " members x " +
-          std::to_string(k) + " = " + std::to_string(k * size_);
+          std::to_string(place_at(rank_)) + ", expected " + std::to_string(size_) + " members x " + std::to_string(k) +
+          " = " + std::to_string(k * size_);
   }
   std::vector<std::vector<std::byte>> parts = allgather_parts<T>(what, mine, err);
   for (int p = 0; p < size_; ++p) {
@@ -455,8 +460,10 @@ void team::alltoall(std::span<const std::type_identity_t<T>> in, std::span<T> ou
   const std::uint64_t seq = detail::team_begin(id_, what);
   for (int i = 0; i < size_; ++i) {
     if (i != rank_) {
-      send_to(seq, i, err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k))
-                                  : std::span<const std::byte>{}, err);
+      send_to(
+          seq, i,
+          err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
+          err);
     }
   }
   detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
