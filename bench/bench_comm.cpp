@@ -1,9 +1,11 @@
 // apgas_bench_comm: communication between host places against raw MPI, in the same run, same processes.
-//   mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce]
+//   mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team]
 // Prints on place 0, one line per comparison: `ratio <name> <ours/anchor> (ours <x> <unit>, anchor <y> <unit>)`:
 //   at_rtt_mpi          finish { async_at(place 1) {} } round trip  /  MPI_Send + MPI_Recv 1-byte ping-pong
 //   copy_4mib_mpi       finish { async_copy(4 MiB -> place 1) }     /  MPI_Send 4 MiB + 1-byte ack
 //   allreduce_8kib_mpi  team::allreduce of 1024 doubles              /  MPI_Allreduce of 1024 doubles
+//   team_<op>_8kib_mpi  team::<op> with 1024 doubles (8 KiB) per place /  the MPI collective of the same shape, root 0:
+//                       reduce, broadcast, gather, gatherv, scatter, scatterv, allgather, alltoall (8 KiB per block)
 // Each figure is the median over --repeats batches of --iters operations. The apgas runs and the raw MPI runs
 // alternate (the runtime is stopped while raw MPI runs, so neither disturbs the other). Same thread count on both
 // sides: one worker per place, as the anchor has one thread per rank (APGAS_NTHREADS overrides it).
@@ -93,6 +95,104 @@ double ours_allreduce(int iters) {
     });
   });
   return per;
+}
+
+// The team operations, 8 KiB (1024 doubles) per place, root place 0. Each figure: a loop of iters operations between
+// two barriers, at place 0 (the rooted operations let the other places run ahead, as MPI's do).
+constexpr int team_ops = 8;
+const char* const team_op_names[team_ops] = {"reduce",  "broadcast", "gather",    "gatherv",
+                                             "scatter", "scatterv",  "allgather", "alltoall"};
+constexpr std::size_t team_k = 1024;
+
+struct team_times {
+  double t[team_ops];
+};
+
+template <class Body>
+double timed(apgas::team& t, int iters, Body body) {
+  for (int i = 0; i < 10; ++i) body();
+  t.barrier();
+  const double t0 = now_s();
+  for (int i = 0; i < iters; ++i) body();
+  t.barrier();
+  return (now_s() - t0) / iters;
+}
+
+team_times ours_team(int iters) {
+  team_times out{};
+  apgas::run(bench_config(), [&] {
+    apgas::finish([&] {
+      for (apgas::place p : apgas::places()) {
+        apgas::async_at(p, [iters, g = apgas::make_global_ref(out)] {
+          auto t = apgas::team::world();
+          const std::size_t n = static_cast<std::size_t>(t.size());
+          const apgas::place root(0);
+          std::vector<double> mine(team_k, 1.0), big(team_k * n, 2.0), out2(team_k * n);
+          std::vector<std::size_t> counts(n, team_k);
+          const auto plus = [](double a, double b) { return a + b; };
+          team_times r{};
+          r.t[0] = timed(t, iters, [&] { t.reduce(std::span<double>(mine), plus, root); });
+          r.t[1] = timed(t, iters, [&] { t.broadcast(std::span<double>(mine), root); });
+          r.t[2] = timed(t, iters, [&] { t.gather(std::span<const double>(mine), std::span<double>(big), root); });
+          r.t[3] = timed(t, iters, [&] {
+            t.gatherv(std::span<const double>(mine), std::span<double>(big), std::span<const std::size_t>(counts),
+                      root);
+          });
+          r.t[4] = timed(t, iters, [&] { t.scatter(std::span<const double>(big), std::span<double>(mine), root); });
+          r.t[5] = timed(t, iters, [&] {
+            t.scatterv(std::span<const double>(big), std::span<const std::size_t>(counts), std::span<double>(mine),
+                       root);
+          });
+          r.t[6] = timed(t, iters, [&] { t.allgather(std::span<const double>(mine), std::span<double>(big)); });
+          r.t[7] = timed(t, iters, [&] { t.alltoall(std::span<const double>(big), std::span<double>(out2)); });
+          if (apgas::here().id() == 0) *g = r;
+        });
+      }
+    });
+  });
+  return out;
+}
+
+template <class Body>
+double raw_timed(int iters, Body body) {
+  for (int i = 0; i < 10; ++i) body();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now_s();
+  for (int i = 0; i < iters; ++i) body();
+  MPI_Barrier(MPI_COMM_WORLD);
+  return (now_s() - t0) / iters;
+}
+
+team_times raw_team(int iters) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int k = static_cast<int>(team_k);
+  const std::size_t n = static_cast<std::size_t>(size);
+  std::vector<double> mine(team_k, 1.0), res(team_k), big(team_k * n, 2.0), out2(team_k * n);
+  std::vector<int> counts(n, k), displs(n);
+  for (std::size_t i = 0; i < n; ++i) displs[i] = static_cast<int>(i) * k;
+  team_times r{};
+  r.t[0] = raw_timed(iters, [&] { MPI_Reduce(mine.data(), res.data(), k, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); });
+  r.t[1] = raw_timed(iters, [&] { MPI_Bcast(mine.data(), k, MPI_DOUBLE, 0, MPI_COMM_WORLD); });
+  r.t[2] = raw_timed(iters, [&] {
+    MPI_Gather(mine.data(), k, MPI_DOUBLE, big.data(), k, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  });
+  r.t[3] = raw_timed(iters, [&] {
+    MPI_Gatherv(mine.data(), k, MPI_DOUBLE, big.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  });
+  r.t[4] = raw_timed(iters, [&] {
+    MPI_Scatter(big.data(), k, MPI_DOUBLE, mine.data(), k, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  });
+  r.t[5] = raw_timed(iters, [&] {
+    MPI_Scatterv(big.data(), counts.data(), displs.data(), MPI_DOUBLE, mine.data(), k, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  });
+  r.t[6] = raw_timed(iters, [&] {
+    MPI_Allgather(mine.data(), k, MPI_DOUBLE, big.data(), k, MPI_DOUBLE, MPI_COMM_WORLD);
+  });
+  r.t[7] = raw_timed(iters, [&] {
+    MPI_Alltoall(big.data(), k, MPI_DOUBLE, out2.data(), k, MPI_DOUBLE, MPI_COMM_WORLD);
+  });
+  return r;
 }
 
 // ---- raw MPI (every rank) ----
@@ -246,12 +346,13 @@ int main(int argc, char** argv) {
       g_iters = std::atoi(argv[++i]);
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
-      if (only != "at" && only != "copy" && only != "allreduce") {
-        std::fprintf(stderr, "apgas_bench_comm: --only %s: expected at, copy or allreduce\n", only.c_str());
+      if (only != "at" && only != "copy" && only != "allreduce" && only != "team") {
+        std::fprintf(stderr, "apgas_bench_comm: --only %s: expected at, copy, allreduce or team\n", only.c_str());
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce]\n");
+      std::fprintf(stderr,
+                   "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team]\n");
       return 2;
     }
   }
@@ -266,6 +367,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<double> at_o, at_a, cp_o, cp_a, ar_o, ar_a;
+  std::vector<double> tm_o[team_ops], tm_a[team_ops];
   const std::size_t mib4 = std::size_t{4} << 20;
   const char* tr = std::getenv("APGAS_TRANSPORT");
   if (tr != nullptr && std::string(tr) == "ofi") {
@@ -300,6 +402,14 @@ int main(int argc, char** argv) {
       ar_o.push_back(ours_allreduce(g_iters / 2) * 1e6);
       ar_a.push_back(raw_allreduce(g_iters / 2) * 1e6);
     }
+    if (want("team")) {
+      const team_times o = ours_team(g_iters / 4);
+      const team_times a = raw_team(g_iters / 4);
+      for (int i = 0; i < team_ops; ++i) {
+        tm_o[i].push_back(o.t[i] * 1e6);
+        tm_a[i].push_back(a.t[i] * 1e6);
+      }
+    }
   }
   if (rank == 0) {
     auto line = [](const char* name, const std::vector<double>& o, const std::vector<double>& a) {
@@ -309,6 +419,10 @@ int main(int argc, char** argv) {
     line("at_rtt_mpi", at_o, at_a);
     line("copy_4mib_mpi", cp_o, cp_a);
     line("allreduce_8kib_mpi", ar_o, ar_a);
+    for (int i = 0; i < team_ops; ++i) {
+      const std::string name = std::string("team_") + team_op_names[i] + "_8kib_mpi";
+      line(name.c_str(), tm_o[i], tm_a[i]);
+    }
     std::fflush(stdout);
   }
   MPI_Finalize();

@@ -129,12 +129,31 @@ static_assert(sizeof(remote_task) <= 256, "remote_task must fit the task cache's
 void deliver_activity(int src, reader& r, std::span<const std::byte> bytes, bool is_at) {
   fid f{};
   r & f.home & f.serial;
+  std::span<const std::byte> coll;
+  if ((f.serial & collect_flag) != 0) {  // the collector trailer: off the message before the closure sees it
+    f.serial &= ~collect_flag;
+    std::uint64_t n = 0;
+    // The trailer (ops id, reducer bytes, their length n) comes after the rest of the header (token, closure id).
+    const std::size_t header_end = r.position() + sizeof(std::uint64_t) + sizeof(std::uint32_t);
+    const std::size_t fixed = sizeof n + sizeof(std::uint32_t);
+    if (bytes.size() < header_end + fixed) {
+      throw serialization_error("apgas: malformed message: no room for a collector trailer in " +
+                                std::to_string(bytes.size()) + " bytes");
+    }
+    std::memcpy(&n, bytes.data() + bytes.size() - sizeof n, sizeof n);
+    if (n > bytes.size() - header_end - fixed) {
+      throw serialization_error("apgas: malformed message: a collector trailer of " + std::to_string(n) + " bytes");
+    }
+    const std::size_t len = static_cast<std::size_t>(n) + sizeof(std::uint32_t);
+    coll = bytes.subspan(bytes.size() - sizeof n - len, len);
+    bytes = bytes.first(bytes.size() - sizeof n - len);
+  }
   auto t = std::make_unique<remote_task>(bytes);
   t->is_at = is_at;
   t->reply_to = src;
   r & t->token & t->id;
   t->offset = r.position();
-  finish_state& fs = count_receipt(f);
+  finish_state& fs = count_receipt(f, coll);
   t->governing = &fs;
   t->innermost = &fs;
   if (obs::on(obs::cat_activity)) [[unlikely]] obs::spawned(*t);
@@ -241,7 +260,9 @@ static_assert(message_header_bytes == sizeof(msg) + 3 * sizeof(std::uint64_t) + 
 
 void send_async(place p, std::uint32_t id, writer&& w) {
   task& cur = require_unrestricted_activity("apgas::async_at");
-  const fid f = count_send(*cur.innermost, p.id());
+  const bool coll = append_collector(*cur.innermost, w);
+  fid f = count_send(*cur.innermost, p.id());
+  if (coll) f.serial |= collect_flag;
   write_header(w, msg::async_activity, f, 0, id);
   send(p.id(), std::move(w));
 }
@@ -258,7 +279,9 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
   }
   const bool traced = obs::on(obs::cat_at);
   if (traced) [[unlikely]] obs::span_begin(obs::cat_at, "at", static_cast<std::uint64_t>(p.id()), 0, p.id());
-  const fid f = count_send(*cur.innermost, p.id());
+  const bool coll = append_collector(*cur.innermost, w);
+  fid f = count_send(*cur.innermost, p.id());
+  if (coll) f.serial |= collect_flag;
   write_header(w, msg::at_activity, f, token, id);
   send(p.id(), std::move(w));
   pending.done.wait();

@@ -16,6 +16,7 @@
 
 #include <apgas/error.hpp>
 #include <apgas/serialization/archive.hpp>
+#include <apgas/serialization/registry.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -64,8 +65,88 @@ fid count_send(finish_state& fs, int dst) {
   return {static_cast<std::uint64_t>(d.rank), h->serial};
 }
 
+// ---- collecting finishes across places ----
+// An activity message carries the collector of its finish's chain (a trailer, collect_flag); the proxy at the
+// receiving place keeps it, folds the offers made there into one partial value (under its lock), and sends that
+// value home with its report, unless the report carries exceptions (X10's rule: the place's value is dropped). The
+// home folds it into the closest collecting finish of the reported finish's chain (which may itself be a proxy of a
+// finish further away: the value then travels on with that proxy's report).
+
+bool append_collector(finish_state& fs, writer& w) {
+  finish_state* c = fs.collecting();
+  if (c == nullptr) return false;
+  const std::size_t start = w.size();
+  if (c->is_proxy()) {
+    auto& p = static_cast<proxy&>(*c);
+    w & p.cops_id;
+    w.write_bytes(p.creducer.data(), p.creducer.size());
+  } else {
+    collector* k = c->coll();
+    w & k->ops_id();
+    if (k->write_reducer != nullptr) k->write_reducer(k->reducer, w);
+  }
+  w & static_cast<std::uint64_t>(w.size() - start - sizeof(std::uint32_t));
+  return true;
+}
+
+namespace {
+const collect_ops* ops_of(std::uint32_t id) {
+  return reinterpret_cast<const collect_ops* (*)()>(ser::registry::lookup(id))();
+}
+
+// Fold a partial value that came home (reader at the value) into fs's closest collecting finish.
+void merge_partial(finish_state& fs, reader& r) {
+  finish_state* c = fs.collecting();
+  if (c == nullptr) {
+    throw serialization_error("apgas: malformed report: a partial value for a finish that does not collect");
+  }
+  std::lock_guard lock(c->lock());
+  if (c->is_proxy()) {
+    auto& p = static_cast<proxy&>(*c);
+    if (p.cops->make == nullptr) {
+      throw serialization_error("apgas: malformed report: a partial value of a reducer that is not shipped");
+    }
+    if (p.partial == nullptr) {
+      reader rr(p.creducer);
+      p.partial = p.cops->make(rr);
+    }
+    p.cops->merge(p.partial, r);
+  } else {
+    collector* k = c->coll();
+    if (k->merge == nullptr) {
+      throw serialization_error("apgas: malformed report: a partial value of a reducer that is not shipped");
+    }
+    k->merge(k->accumulator, k->reducer, r);
+  }
+}
+}  // namespace
+
+void proxy_offer(finish_state& fs, const void* value, const std::type_info& type) {
+  auto& p = static_cast<proxy&>(fs);
+  const collect_ops* o = p.cops;
+  if (*o->type != type) {
+    throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
+                                      " to a collecting finish whose reducer takes " + o->type->name() +
+                                      " (the finish is at place " + std::to_string(p.home) + ", the offer at place " +
+                                      std::to_string(g_dist->rank) + ")");
+  }
+  if (o->make == nullptr) {
+    throw illegal_operation_exception(std::string("apgas::offer at place ") + std::to_string(g_dist->rank) +
+                                      " to a collecting finish at place " + std::to_string(p.home) + ": its reducer " +
+                                      o->reducer_name +
+                                      " cannot be sent to another place (the reducer must be trivially copyable or "
+                                      "serializable, and its value_type serializable and default-constructible)");
+  }
+  std::lock_guard lock(p.lock());
+  if (p.partial == nullptr) {
+    reader r(p.creducer);
+    p.partial = o->make(r);
+  }
+  o->combine(p.partial, value);
+}
+
 // Receiver side: the finish that governs an arriving activity, with the receipt counted.
-finish_state& count_receipt(fid f) {
+finish_state& count_receipt(fid f, std::span<const std::byte> coll) {
   dist_state& d = *g_dist;
   if (f.home >= static_cast<std::uint64_t>(d.size)) {
     throw serialization_error("apgas: malformed message: finish home " + std::to_string(f.home) +
@@ -91,6 +172,16 @@ finish_state& count_receipt(fid f) {
   }
   proxy*& p = d.proxies[{f.home, f.serial}];
   if (p == nullptr) p = new proxy(f.home, f.serial);
+  if (!coll.empty() && p->cops == nullptr) {
+    reader cr(coll);
+    std::uint32_t id = 0;
+    cr & id;
+    const collect_ops* o = ops_of(id);
+    p->creducer.assign(coll.begin() + static_cast<std::ptrdiff_t>(cr.position()), coll.end());
+    p->cops = o;
+    p->cops_id = id;
+    p->set_collecting(p);
+  }
   p->receipts += 1;
   p->spawned();
   return *p;
@@ -115,6 +206,8 @@ void deliver_report(int src, reader& r) {
   const std::size_t ne = r.read_length(1, "report exceptions");
   std::vector<std::exception_ptr> es;
   for (std::size_t i = 0; i < ne; ++i) es.push_back(decode_exception(r));
+  std::uint8_t has_partial = 0;
+  r & has_partial;
 
   finish_state* fs = nullptr;
   {
@@ -128,6 +221,13 @@ void deliver_report(int src, reader& r) {
     fs = it->second;
   }
   for (auto& e : es) fs->add_exception(std::move(e));
+  if (has_partial != 0) {
+    try {
+      merge_partial(*fs, r);  // before the counts: the collecting finish (fs or an ancestor) is alive until then
+    } catch (...) {
+      fs->add_exception(std::current_exception());  // the finish still terminates, and says why its value is short
+    }
+  }
   dist_home& h = *fs->dist();
   bool drop = false;
   {
@@ -174,6 +274,10 @@ void proxy_complete(finish_state& fs) noexcept {
     std::vector<std::exception_ptr> es = p.take_exceptions_quiescent();
     w.write_length(es.size());
     for (const auto& e : es) encode_exception(w, e);
+    // The partial value of this place (quiescent: no offer can come now), unless this place threw.
+    const bool partial = p.partial != nullptr && es.empty();
+    w & static_cast<std::uint8_t>(partial ? 1 : 0);
+    if (partial) p.cops->write(p.partial, w);
     send(static_cast<int>(p.home), std::move(w));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "apgas: place %d could not report to place %llu: %s\n", d.rank,

@@ -29,16 +29,21 @@ namespace apgas::detail {
 // any handler sees the message).
 inline constexpr std::uint8_t traced_kind = 0x80;
 enum class msg : std::uint8_t {
-  async_activity = 1,  // u64 fid home, u64 serial, u64 0, u32 closure id, payload
-  at_activity = 2,     // u64 fid home, u64 serial, u64 reply token, u32 closure id, payload
+  async_activity = 1,  // u64 fid home, u64 serial, u64 0, u32 closure id, payload [, collector trailer]
+  at_activity = 2,     // u64 fid home, u64 serial, u64 reply token, u32 closure id, payload [, collector trailer]
   at_reply = 3,        // u64 token, u8 ok, payload (result or exception)
-  report = 4,          // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions
+  report = 4,          // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions,
+                       // u8 has partial value [, the value]
   shutdown = 5,        // i32 exit code
-  team_contrib = 6,    // u64 seq, bytes (to every other place)
+  team_contrib = 6,    // u64 team id, u64 seq, i32 sender's team rank, u8 failed, bytes (one part of a team operation)
   bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
   bulk_get = 9,        // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
   hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message
 };
+
+// An activity message whose finish has a collecting finish in its chain (finish_state::collecting) has this bit set
+// in its serial and ends with a collector trailer: u32 collect_ops registry id, the reducer's bytes, u64 their length.
+inline constexpr std::uint64_t collect_flag = std::uint64_t{1} << 63;
 
 // The home record of a finish with remote activities. While some balance entry is nonzero the record holds one
 // token in the finish's local count (the "remote token"), so the finish's ordinary count alone decides
@@ -79,7 +84,17 @@ struct proxy final : finish_state {
   std::uint64_t serial;
   std::map<int, long> sends;
   long receipts = 0;
+  // When the finish (or one of its ancestors) collects: the collector of the activity messages (collect_flag), and
+  // this place's partial value, made at the first offer and sent with the report (dist_finish.cpp).
+  const collect_ops* cops = nullptr;
+  std::uint32_t cops_id = 0;
+  std::vector<std::byte> creducer;
+  void* partial = nullptr;
+  ~proxy() {
+    if (partial != nullptr) cops->destroy(partial);
+  }
 };
+static_assert(sizeof(proxy) <= 256, "a proxy must fit the task cache's largest class (no heap allocation per message)");
 
 struct pending_at {
   completion done;
@@ -88,8 +103,10 @@ struct pending_at {
 };
 
 struct team_slot {
-  std::vector<std::vector<std::byte>> parts;  // contributions by rank
+  std::vector<std::vector<std::byte>> parts;  // contributions by team rank
+  std::vector<std::uint8_t> failed;           // by team rank: the part is the sender's error text
   int arrived = 0;
+  int expected = 0;  // what the waiter waits for
   completion* waiter = nullptr;
 };
 
@@ -109,8 +126,9 @@ struct dist_state final : transport::handler {
   std::vector<dist_home*> spare_homes;  // home records of ended finishes, reused (all-zero balance, sized)
   std::uint64_t next_token = 1;
   std::pmr::unordered_map<std::uint64_t, pending_at*> ats{&pool};
-  std::uint64_t team_seq = 0;
-  std::pmr::map<std::uint64_t, team_slot> team{&pool};
+  std::pmr::map<std::uint64_t, std::uint64_t> team_seqs{&pool};  // team id -> operations begun at this place
+  std::uint64_t team_splits = 0;
+  std::pmr::map<std::pair<std::uint64_t, std::uint64_t>, team_slot> team{&pool};  // (team id, operation) -> parts
   std::uint64_t next_ticket = 1;
   std::pmr::unordered_map<std::uint64_t, std::span<std::byte>> tickets{&pool};  // where answers to our bulk_gets go
 
@@ -140,7 +158,10 @@ struct fid {
 
 // ---- distributed finish (dist_finish.cpp) ----
 fid count_send(finish_state& fs, int dst);
-finish_state& count_receipt(fid f);
+/// `collector`: the collector trailer of the activity message (empty if none).
+finish_state& count_receipt(fid f, std::span<const std::byte> collector = {});
+/// Append the collector trailer for an activity governed by `fs` if its chain collects; returns whether it did.
+bool append_collector(finish_state& fs, writer& w);
 void deliver_report(int src, reader& r);
 
 // ---- exceptions on the wire (dist_wire.cpp) ----

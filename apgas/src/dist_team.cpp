@@ -1,91 +1,196 @@
-// Teams across host places: team_allgather (each place sends its contribution to every other place in a
-// team_contrib message, deliver_team collects them) and what apgas::team (global.hpp) builds on it.
+// Teams across host places (apgas/team.hpp): the parts of team operations. Every part is one team_contrib message,
+// keyed by (team id, operation number): the members of a team number its operations in the same order (SPMD), so a
+// part that arrives before its receiver reached the operation waits in a slot. The typed operations themselves
+// (which member sends what to whom) are templates in team.hpp; split is here.
 #include "dist_state.hpp"
 
 #include "obs.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/detail/completion.hpp>
-#include <apgas/global.hpp>
+#include <apgas/error.hpp>
 #include <apgas/serialization/archive.hpp>
+#include <apgas/team.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace apgas::detail {
 
-// ---- teams ----
+namespace {
+void size_slot(team_slot& s, int n) {
+  if (s.parts.empty()) {
+    s.parts.resize(static_cast<std::size_t>(n));
+    s.failed.assign(static_cast<std::size_t>(n), 0);
+  }
+}
+}  // namespace
 
 void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
+  (void)src;
   dist_state& d = *g_dist;
+  std::uint64_t team = 0;
   std::uint64_t seq = 0;
-  r & seq;
+  std::int32_t from = 0;
+  std::uint8_t failed = 0;
+  r& team& seq& from& failed;
+  if (from < 0 || from >= d.size) {
+    throw serialization_error("apgas: malformed team message: team rank " + std::to_string(from) + " (there are " +
+                              std::to_string(d.size) + " host places)");
+  }
   std::vector<std::byte> payload(bytes.begin() + static_cast<std::ptrdiff_t>(r.position()), bytes.end());
   completion* wake_it = nullptr;
   {
     std::lock_guard lock(d.mutex);
-    team_slot& s = d.team[seq];
-    if (s.parts.empty()) s.parts.resize(static_cast<std::size_t>(d.size));
-    s.parts[static_cast<std::size_t>(src)] = std::move(payload);
+    team_slot& s = d.team[{team, seq}];
+    size_slot(s, d.size);
+    s.parts[static_cast<std::size_t>(from)] = std::move(payload);
+    s.failed[static_cast<std::size_t>(from)] = failed;
     s.arrived += 1;
-    if (s.arrived == d.size - 1 && s.waiter != nullptr) wake_it = std::exchange(s.waiter, nullptr);
+    if (s.waiter != nullptr && s.arrived == s.expected) wake_it = std::exchange(s.waiter, nullptr);
   }
   if (wake_it != nullptr) wake_it->signal();
 }
 
-// Every place sends its contribution to every other place and waits for theirs: one message latency per
-// operation, O(P^2) messages (fine for the host counts of this version; a tree is the next step for large P).
-std::vector<std::vector<std::byte>> team_allgather(std::span<const std::byte> mine) {
-  require_unrestricted_activity("apgas::team");
-  const bool traced = obs::on(obs::cat_team);
-  if (traced) [[unlikely]] obs::span_begin(obs::cat_team, "team", mine.size());
+std::uint64_t team_begin(std::uint64_t team, const char* what) {
+  require_unrestricted_activity(what);
   dist_state& d = *g_dist;
-  std::uint64_t seq = 0;
-  {
-    std::lock_guard lock(d.mutex);
-    seq = ++d.team_seq;
-  }
-  for (int p = 0; p < d.size; ++p) {
-    if (p == d.rank) continue;
-    writer w = message_writer(mine.size() + 32);  // the whole message at once: no regrowth copies
-    w & msg::team_contrib & seq;
-    w.write_bytes(mine.data(), mine.size());
-    send(p, std::move(w));
+  std::lock_guard lock(d.mutex);
+  return ++d.team_seqs[team];
+}
+
+void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes, bool failed) {
+  writer w = message_writer(bytes.size() + 40);  // the whole message at once: no regrowth copies
+  w& msg::team_contrib& team& seq& static_cast<std::int32_t>(from) & static_cast<std::uint8_t>(failed ? 1 : 0);
+  w.write_bytes(bytes.data(), bytes.size());
+  send(to, std::move(w));
+}
+
+team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
+  dist_state& d = *g_dist;
+  team_parts out;
+  const bool traced = obs::on(obs::cat_team);
+  if (traced) [[unlikely]]
+    obs::span_begin(obs::cat_team, "team", seq);
+  if (expected == 0) {  // a team of one: nothing to wait for (the span still shows the operation)
+    out.parts.resize(static_cast<std::size_t>(d.size));
+    out.failed.assign(static_cast<std::size_t>(d.size), 0);
+    if (traced) [[unlikely]]
+      obs::span_end(obs::cat_team);
+    return out;
   }
   completion c;
   bool wait = false;
   {
     std::lock_guard lock(d.mutex);
-    team_slot& s = d.team[seq];
-    if (s.parts.empty()) s.parts.resize(static_cast<std::size_t>(d.size));
-    if (s.arrived != d.size - 1) {
+    team_slot& s = d.team[{team, seq}];
+    size_slot(s, d.size);
+    if (s.arrived < expected) {
+      s.expected = expected;
       s.waiter = &c;
       wait = true;
     }
   }
   if (wait) c.wait();
+  {
+    std::lock_guard lock(d.mutex);
+    auto it = d.team.find({team, seq});
+    out.parts = std::move(it->second.parts);
+    out.failed = std::move(it->second.failed);
+    d.team.erase(it);
+  }
+  if (traced) [[unlikely]]
+    obs::span_end(obs::cat_team);
+  return out;  // this place's own entry stays empty: the caller has its bytes
+}
+
+std::uint64_t team_split_counter() {
+  dist_state& d = *g_dist;
   std::lock_guard lock(d.mutex);
-  auto it = d.team.find(seq);
-  std::vector<std::vector<std::byte>> parts = std::move(it->second.parts);
-  d.team.erase(it);
-  if (traced) [[unlikely]] obs::span_end(obs::cat_team);
-  return parts;  // this place's own entry stays empty: the caller has its bytes
+  return ++d.team_splits;
 }
 
 int team_rank() noexcept { return g_dist != nullptr ? g_dist->rank : 0; }
 int team_size() noexcept { return g_dist != nullptr ? g_dist->size : 1; }
 
+void team_failed(const char* what, int place, const std::vector<std::byte>& text) {
+  throw illegal_operation_exception(
+      std::string(what) + ": place " + std::to_string(place) +
+      " was called with wrong arguments: " + std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+}
+
+void team_wrong_length(const char* what, int place, std::size_t got, std::size_t expected) {
+  throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(place) + " gave " +
+                                    std::to_string(got) + " elements, this place expects " + std::to_string(expected));
+}
+
 }  // namespace apgas::detail
 
 namespace apgas {
 
-int team::size() const noexcept { return detail::team_size(); }
+void team::fail(const std::string& err) { throw illegal_operation_exception(err); }
 
-void team::barrier() {
-  detail::team_allgather({});
+int team::root_rank(const char* what, place root) const {
+  const place p = place_of(root.id());  // bad_place_exception if it is no place
+  if (!p.is_host()) {
+    throw bad_place_exception(std::string(what) +
+                              ": the root must be a host place (a team is one activity per "
+                              "host place); place " +
+                              std::to_string(root.id()) + " is a GPU place");
+  }
+  const int r = rank_of(root);
+  if (r < 0) {
+    std::string list;
+    for (int i = 0; i < size_ && i < 16; ++i) list += (i == 0 ? "" : ", ") + std::to_string(place_at(i));
+    if (size_ > 16) list += ", ...";
+    throw bad_place_exception(std::string(what) + ": the root, place " + std::to_string(root.id()) +
+                              ", is not in this team of " + std::to_string(size_) + " places (" + list + ")");
+  }
+  return r;
+}
+
+team team::split(int color, int key) {
+  struct entry {
+    std::int32_t color;
+    std::int32_t key;
+    std::uint64_t counter;
+  };
+  const entry mine{color, key, detail::team_split_counter()};
+  const std::vector<std::vector<std::byte>> parts =
+      allgather_parts<entry>("apgas::team::split", std::span<const entry>(&mine, 1), {});
+  std::vector<std::pair<entry, int>> same;  // (entry, rank in this team)
+  for (int p = 0; p < size_; ++p) {
+    entry e = mine;
+    if (p != rank_) {
+      const std::vector<std::byte>& b = parts[static_cast<std::size_t>(p)];
+      if (b.size() != sizeof(entry))
+        detail::team_wrong_length("apgas::team::split", place_at(p), b.size(), sizeof(entry));
+      std::memcpy(&e, b.data(), sizeof e);
+    }
+    if (e.color == color) same.emplace_back(e, p);
+  }
+  std::stable_sort(same.begin(), same.end(), [](const auto& a, const auto& b) {
+    return a.first.key != b.first.key ? a.first.key < b.first.key : a.second < b.second;
+  });
+  auto members = std::make_shared<std::vector<int>>();
+  team t;
+  for (const auto& [e, p] : same) {
+    if (p == rank_) t.rank_ = static_cast<int>(members->size());
+    members->push_back(place_at(p));
+  }
+  // The id: the first member's place and its split number, the same at every member and distinct from every other
+  // team's (a place numbers its splits).
+  const auto& lead = same.front();
+  t.id_ = (static_cast<std::uint64_t>(place_at(lead.second)) + 1) << 40 |
+          (lead.first.counter & ((std::uint64_t{1} << 40) - 1));
+  t.size_ = static_cast<int>(members->size());
+  t.members_ = std::move(members);
+  return t;
 }
 
 }  // namespace apgas

@@ -117,11 +117,14 @@ void run_finish_collect(collector& c, function_ref<void()> body) {
 
 void offer(const void* value, const std::type_info& type) {
   task& cur = require_activity("apgas::offer");
-  finish_state* fs = cur.innermost;
-  while (fs != nullptr && fs->coll() == nullptr) fs = fs->parent();
+  finish_state* fs = cur.innermost != nullptr ? cur.innermost->collecting() : nullptr;
   if (fs == nullptr) {
     throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
                                       ": the activity has no enclosing collecting finish (finish_collect)");
+  }
+  if (fs->is_proxy()) {  // the collecting finish is at another place: fold into this place's partial value
+    proxy_offer(*fs, value, type);
+    return;
   }
   collector* c = fs->coll();
   if (*c->type != type) {

@@ -29,10 +29,15 @@ struct dist_home;
 void proxy_complete(finish_state& fs) noexcept;
 /// dist_finish.cpp: after the waiter of a distributed finish woke, forget its home record.
 void home_done(finish_state& fs) noexcept;
+/// dist_finish.cpp: fold an offer into the partial value of a proxy that collects (fs.is_proxy()).
+void proxy_offer(finish_state& fs, const void* value, const std::type_info& type);
 
 class finish_state {
  public:
-  explicit finish_state(finish_state* parent, collector* coll = nullptr) noexcept : parent_(parent), coll_(coll) {}
+  explicit finish_state(finish_state* parent, collector* coll = nullptr) noexcept
+      : parent_(parent),
+        coll_(coll),
+        collecting_(coll != nullptr ? this : parent != nullptr ? parent->collecting_ : nullptr) {}
   finish_state(const finish_state&) = delete;
   finish_state& operator=(const finish_state&) = delete;
 
@@ -60,6 +65,10 @@ class finish_state {
 
   finish_state* parent() const noexcept { return parent_; }
   collector* coll() const noexcept { return coll_; }
+  /// The closest collecting finish of this one's chain (itself included): a local finish_collect (coll() != null) or
+  /// a proxy of a finish that collects at another place; null if none.
+  finish_state* collecting() const noexcept { return collecting_; }
+  void set_collecting(finish_state* f) noexcept { collecting_ = f; }
   spin_mutex& lock() noexcept { return mutex_; }
 
  private:
@@ -71,6 +80,7 @@ class finish_state {
   fiber_ctx* waiter_ = nullptr;
   finish_state* parent_;
   collector* coll_;
+  finish_state* collecting_;
   spin_mutex mutex_;
   std::vector<std::exception_ptr> exceptions_;
 };

@@ -203,6 +203,20 @@ TEST(FakeGpuDist, WhatCannotBeSentToAnotherHostsGpu) {
     } catch (const apgas::bad_place_exception& e) {
       EXPECT_TRUE(contains(e.what(), "place 3 is a GPU place")) << e.what();
     }
+    // The same for every rooted team operation (the root is checked before anything is sent).
+    std::vector<int> all(6);
+    try {
+      apgas::team::world().gather(std::span<const int>(b), std::span<int>(all), place(3));
+      ADD_FAILURE() << "a GPU place was accepted as a gather root";
+    } catch (const apgas::bad_place_exception& e) {
+      EXPECT_TRUE(contains(e.what(), "apgas::team::gather: the root must be a host place")) << e.what();
+    }
+    try {
+      apgas::team::world().reduce(std::span<int>(b), [](int x, int y) { return x + y; }, place(3));
+      ADD_FAILURE() << "a GPU place was accepted as a reduce root";
+    } catch (const apgas::bad_place_exception& e) {
+      EXPECT_TRUE(contains(e.what(), "place 3 is a GPU place")) << e.what();
+    }
   });
 }
 

@@ -10,6 +10,7 @@
 #include <apgas/place.hpp>
 #include <apgas/reducer.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <tuple>
 #include <type_traits>
@@ -20,14 +21,97 @@ namespace apgas {
 
 namespace detail {
 void spawn(task* t);                                   // takes ownership; deletes t before throwing
+
+/// What another place needs to fold offers for a collecting finish (registered once per reducer type; looked up by
+/// its registry id at the offering place): it rebuilds the reducer from its bytes and keeps that place's partial value.
+struct collect_ops {
+  const std::type_info* type;  // the reducer's value_type
+  const char* reducer_name;
+  /// A new partial value (the reducer rebuilt from `reducer_bytes`, its zero); null when the reducer or its value type
+  /// cannot be serialized (offers from other places are then refused).
+  void* (*make)(reader& reducer_bytes);
+  void (*combine)(void* partial, const void* value);
+  void (*write)(const void* partial, writer& w);  // the partial value (the project's archive)
+  void (*merge)(void* partial, reader& value);    // fold a serialized partial value into this one
+  void (*destroy)(void* partial);
+};
+
 struct collector {
   void* accumulator;
   const void* reducer;
   const std::type_info* type;
   void (*combine)(void* accumulator, const void* reducer, const void* value);
+  // Across places (dist_finish.cpp): the registry id of this reducer's collect_ops, the reducer's bytes for the
+  // activity messages, and the fold of a partial value that came home with a termination report.
+  std::uint32_t (*ops_id)();
+  void (*write_reducer)(const void* reducer, writer& w);
+  void (*merge)(void* accumulator, const void* reducer, reader& value);
 };
 void run_finish_collect(collector& c, function_ref<void()> body);
 void offer(const void* value, const std::type_info& type);
+
+template <class R>
+inline constexpr bool shippable_reducer_v =
+    (std::is_trivially_copyable_v<R> || (ser::is_serializable_v<R> && std::is_default_constructible_v<R>)) &&
+    ser::is_serializable_v<typename R::value_type> && std::is_default_constructible_v<typename R::value_type> &&
+    !ser::is_pointer_like<typename R::value_type>::value;
+
+template <class R>
+void write_reducer(const R& r, writer& w) {
+  if constexpr (std::is_trivially_copyable_v<R>) {
+    w.write_bytes(&r, sizeof(R));
+  } else {
+    w & r;
+  }
+}
+template <class R>
+R read_reducer(reader& in) {
+  if constexpr (std::is_trivially_copyable_v<R>) {
+    return read_closure<R>(in);  // its bytes are a valid R (trivially copyable, as closures)
+  } else {
+    R r;
+    in & r;
+    return r;
+  }
+}
+
+template <class R>
+struct collect_entry {
+  using T = typename R::value_type;
+  struct partial {
+    R r;
+    T acc;
+  };
+  static const collect_ops* ops() noexcept {
+    static const collect_ops o = [] {
+      collect_ops x{&typeid(T), type_name<R>(), nullptr, nullptr, nullptr, nullptr, nullptr};
+      if constexpr (shippable_reducer_v<R>) {
+        x.make = [](reader& in) -> void* {
+          R r = read_reducer<R>(in);
+          T z = r.zero();
+          return new partial{std::move(r), std::move(z)};
+        };
+        x.combine = [](void* p, const void* v) {
+          auto& q = *static_cast<partial*>(p);
+          q.acc = q.r(q.acc, *static_cast<const T*>(v));
+        };
+        x.write = [](const void* p, writer& w) { w & static_cast<const partial*>(p)->acc; };
+        x.merge = [](void* p, reader& in) {
+          auto& q = *static_cast<partial*>(p);
+          T v{};
+          in & v;
+          q.acc = q.r(q.acc, v);
+        };
+        x.destroy = [](void* p) { delete static_cast<partial*>(p); };
+      }
+      return x;
+    }();
+    return &o;
+  }
+  static const collect_ops* ops_fn() { return ops(); }  // called as `const collect_ops* (*)()` (dist_finish.cpp)
+  static inline const std::size_t handle =
+      ser::registry::add(type_name<collect_entry*>(), reinterpret_cast<ser::registry::fn>(&ops_fn));
+};
 }  // namespace detail
 
 /// Start a new activity at the current place, governed by the innermost enclosing finish. `f` is decay-copied.
@@ -94,25 +178,43 @@ void finish(F&& body) {
 }
 
 /// A collecting finish: like finish, and returns the reduction (by `r`) of every value offered with apgas::offer
-/// by the activities it governs (and by its body). @code
+/// by the activities it governs (and by its body), at any host place (see offer). @code
 ///   long n = apgas::finish_collect(apgas::sum<long>(), [] { for (int i = 0; i < 10; ++i) apgas::async([] { apgas::offer(1L); }); });
 /// @endcode
 template <reducer_type Reducer, class F>
 typename Reducer::value_type finish_collect(Reducer r, F&& body) {
   using T = typename Reducer::value_type;
   T acc = r.zero();
-  detail::collector c{&acc, &r, &typeid(T), [](void* a, const void* red, const void* v) {
+  detail::collector c{&acc, &r, &typeid(T),
+                      [](void* a, const void* red, const void* v) {
                         T& accumulator = *static_cast<T*>(a);
                         accumulator = (*static_cast<const Reducer*>(red))(accumulator, *static_cast<const T*>(v));
-                      }};
+                      },
+                      [] { return ser::registry::id_of(detail::collect_entry<Reducer>::handle); },
+                      nullptr, nullptr};
+  if constexpr (detail::shippable_reducer_v<Reducer>) {
+    c.write_reducer = [](const void* red, writer& w) { detail::write_reducer(*static_cast<const Reducer*>(red), w); };
+    c.merge = [](void* a, const void* red, reader& in) {
+      T v{};
+      in & v;
+      T& accumulator = *static_cast<T*>(a);
+      accumulator = (*static_cast<const Reducer*>(red))(accumulator, v);
+    };
+  }
   detail::run_finish_collect(c, detail::function_ref<void()>(body));
   return acc;
 }
 
-/// Offer a value to the closest enclosing collecting finish of the calling activity. Its type must be that
-/// finish's reducer's value_type exactly; otherwise, or with no collecting finish, illegal_operation_exception.
-/// In this version offers reach a collecting finish only from its own host place: an activity that runs at
-/// another host place has no enclosing collecting finish there (send the value back with `at` instead).
+/// Offer a value to the closest enclosing collecting finish of the calling activity, from any host place. Its type
+/// must be that finish's reducer's value_type exactly; otherwise, or with no collecting finish,
+/// illegal_operation_exception at the offering place.
+/// At another host place than the finish's, the offers of each place are folded there (the reducer is shipped with
+/// the activities: it must be trivially copyable or serializable, and so must its value_type; otherwise such an offer
+/// throws illegal_operation_exception), and that place's partial value travels home with its termination report:
+/// no message per offer. Fold order: at each place zero ⊕ v1 ⊕ v2 ... in the order the offers were made there; at
+/// home, the partial values in the order the reports arrive. A place whose activities of the finish threw drops its
+/// partial value (X10's rule): the finish then throws, and an enclosing finish that catches it sees none of that
+/// place's offers. See docs/decisions/0011-teams-and-collecting-finish.md.
 template <class T>
 void offer(const T& value) {
   detail::offer(&value, typeid(T));

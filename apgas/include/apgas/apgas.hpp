@@ -14,4 +14,5 @@
 #include <apgas/place.hpp>
 #include <apgas/reducer.hpp>
 #include <apgas/runtime.hpp>
+#include <apgas/team.hpp>
 #pragma GCC visibility pop

@@ -2,7 +2,7 @@
 #pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file global.hpp
 /// Global data: references to objects at their home place, one instance per place, arrays that live at a place,
-/// and copies between places counted by finish.
+/// and copies between places counted by finish. (Teams: team.hpp, included here.)
 ///
 /// global_ref, place_local_handle and remote_array are small trivially copyable values: closures may capture them
 /// and send them anywhere. Their data is only reachable at their home (bad_place_exception elsewhere); to use it
@@ -14,6 +14,7 @@
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
 #include <apgas/serialization/archive.hpp>
+#include <apgas/team.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -367,91 +368,6 @@ void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, s
       finish([&] { async_copy(std::span<const T>(tmp), dst, dst_off); });
     });
   }
-}
-
-/// SPMD collectives over every host place: one activity per host place calls each operation, in the same order.
-class team {
- public:
-  static team world() noexcept { return team(); }
-  int size() const noexcept;
-  void barrier();
-  /// Element-wise reduction of every place's inout with op (op(a, b) -> T, associative and commutative); every
-  /// place gets the result. The spans must have the same length everywhere (illegal_operation_exception if not).
-  template <class T, class Op>
-  void allreduce(std::span<T> inout, Op op);
-  /// root's data replaces data everywhere (same length everywhere).
-  template <class T>
-  void broadcast(std::span<T> data, place root);
-};
-
-namespace detail {
-/// Every other place's bytes, by rank, at every place (dist_team.cpp); this place's own entry is left empty (the caller
-/// has its bytes).
-std::vector<std::vector<std::byte>> team_allgather(std::span<const std::byte> mine);
-}  // namespace detail
-
-template <class T, class Op>
-void team::allreduce(std::span<T> inout, Op op) {
-  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::allreduce: T must be trivially copyable");
-  std::vector<std::vector<std::byte>> parts = detail::team_allgather(std::as_bytes(inout));
-  const std::size_t me = static_cast<std::size_t>(here().id());
-  for (std::size_t p = 0; p < parts.size(); ++p) {
-    if (p != me && parts[p].size() != inout.size_bytes()) {
-      throw illegal_operation_exception("apgas::team::allreduce: place " + std::to_string(p) + " gave " +
-                                        std::to_string(parts[p].size() / sizeof(T)) + " elements, this place " +
-                                        std::to_string(inout.size()));
-    }
-  }
-  if (parts.size() < 2) return;
-  // Every place combines the same parts in the same (rank) order: bit-identical results everywhere.
-  if constexpr (alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-    // The received parts are vectors of whole Ts, aligned for T: combine in place, the result building up in
-    // parts[0] (in inout on place 0), in a loop the compiler can vectorise.
-    const auto elems = [&](std::size_t p) { return p == me ? inout.data() : reinterpret_cast<T*>(parts[p].data()); };
-    T* acc = elems(0);
-    for (std::size_t p = 1; p < parts.size(); ++p) {
-      T* in = elems(p);
-      for (std::size_t i = 0; i < inout.size(); ++i) acc[i] = op(acc[i], in[i]);
-    }
-    if (me != 0 && !inout.empty()) std::memcpy(inout.data(), acc, inout.size_bytes());
-  } else {
-    const auto load = [&](std::size_t p, std::size_t i, T& v) {
-      if (p == me) {
-        v = inout[i];
-      } else {
-        std::memcpy(&v, parts[p].data() + i * sizeof(T), sizeof(T));
-      }
-    };
-    for (std::size_t i = 0; i < inout.size(); ++i) {
-      T acc;
-      load(0, i, acc);
-      for (std::size_t p = 1; p < parts.size(); ++p) {
-        T v;
-        load(p, i, v);
-        acc = op(acc, v);
-      }
-      inout[i] = acc;
-    }
-  }
-}
-
-template <class T>
-void team::broadcast(std::span<T> data, place root) {
-  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::broadcast: T must be trivially copyable");
-  if (!place_of(root.id()).is_host()) {
-    throw bad_place_exception("apgas::team::broadcast: the root must be a host place (the team is one activity per "
-                              "host place); place " + std::to_string(root.id()) + " is a GPU place");
-  }
-  const bool me = here() == root;
-  const std::vector<std::vector<std::byte>> parts =
-      detail::team_allgather(me ? std::as_bytes(data) : std::span<const std::byte>{});
-  if (me) return;
-  const std::vector<std::byte>& from = parts[static_cast<std::size_t>(root.id())];
-  if (from.size() != data.size_bytes()) {
-    throw illegal_operation_exception("apgas::team::broadcast: the root sent " + std::to_string(from.size()) +
-                                      " bytes, this place expects " + std::to_string(data.size_bytes()));
-  }
-  if (!data.empty()) std::memcpy(data.data(), from.data(), data.size_bytes());
 }
 
 }  // namespace apgas

@@ -1,14 +1,20 @@
 #pragma once
 #pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file reducer.hpp
-/// Reducers for collecting finishes (finish_collect) and, later, team collectives. A reducer is any type with
+/// Reducers for collecting finishes (finish_collect). A reducer is any type with
 ///   - `value_type`,
 ///   - `value_type zero() const` (the identity),
 ///   - `value_type operator()(const value_type&, const value_type&) const` (associative and commutative).
+/// For offers from other host places the reducer travels with the activities: it must then be trivially copyable or
+/// serializable (the project's archive; apgas::reducer is when its value is serializable and its operation trivially
+/// copyable), and its value_type serializable and default-constructible.
+
+#include <apgas/serialization/archive.hpp>
 
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <type_traits>
 
 namespace apgas {
 
@@ -29,6 +35,22 @@ struct reducer {
 };
 template <class T, class Op>
 reducer(T, Op) -> reducer<T, Op>;
+
+/// An apgas::reducer travels as its identity (archive) and the bytes of its operation (trivially copyable, like a
+/// shipped closure).
+template <class T, class Op>
+  requires(std::is_trivially_copyable_v<Op> && std::is_default_constructible_v<Op> && ser::is_serializable_v<T> &&
+           !std::is_trivially_copyable_v<T>)
+struct serializer<reducer<T, Op>> {
+  static void save(writer& w, const reducer<T, Op>& r) {
+    w & r.identity;
+    w.write_bytes(&r.op, sizeof(Op));
+  }
+  static void load(reader& in, reducer<T, Op>& r) {
+    in & r.identity;
+    in.read_bytes(&r.op, sizeof(Op), "reducer operation");
+  }
+};
 
 template <class T>
 reducer<T, std::plus<T>> sum() {

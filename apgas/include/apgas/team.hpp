@@ -1,0 +1,521 @@
+#pragma once
+#pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
+/// @file team.hpp
+/// Teams: SPMD collectives over host places (X10's Team). One activity per member place calls each operation of a
+/// team, every member in the same order; the data are spans of trivially copyable elements.
+///
+/// Rooted operations (reduce, broadcast, gather, gatherv, scatter, scatterv) send one message per member straight to
+/// or from the root; allreduce, allgather, alltoall, split, index_of_max/min and barrier send each member's part to
+/// every other member. Results are bit-identical at every place (parts are combined in team rank order).
+///
+/// Every member passes the same root and the same element type; lengths may differ only where a `v` form says so.
+/// Errors name the value and the limit. A wrong root (not a place, a GPU place, not a member) is refused before
+/// anything is sent (illegal_operation_exception, bad_place_exception); a member whose own arguments are wrong (a
+/// length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
+/// illegal_operation_exception; a member that receives a failed part, or a part of the wrong length, throws
+/// illegal_operation_exception naming the other place.
+
+#include <apgas/error.hpp>
+#include <apgas/place.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace apgas {
+
+namespace detail {
+/// The parts that arrived for one operation of a team, by team rank (dist_team.cpp).
+struct team_parts {
+  std::vector<std::vector<std::byte>> parts;
+  std::vector<std::uint8_t> failed;  // the sender's own arguments were wrong; its part is the message
+};
+/// The next operation of team `team` at this place (checks that the caller is an unrestricted activity).
+std::uint64_t team_begin(std::uint64_t team, const char* what);
+/// One part of operation `seq` from team rank `from` to place `to`.
+void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes,
+               bool failed = false);
+/// Wait until `expected` parts of operation `seq` have arrived, and take them.
+team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected);
+/// A fresh number for a team split at this place.
+std::uint64_t team_split_counter();
+int team_rank() noexcept;
+int team_size() noexcept;
+[[noreturn]] void team_failed(const char* what, int place, const std::vector<std::byte>& text);
+[[noreturn]] void team_wrong_length(const char* what, int place, std::size_t got, std::size_t expected);
+}  // namespace detail
+
+/// A team of host places (X10's Team): the world team (every host place) or a sub-team made by split.
+class team {
+ public:
+  /// Every host place, ranked by place id.
+  static team world() noexcept {
+    team t;
+    t.rank_ = detail::team_rank();
+    t.size_ = detail::team_size();
+    return t;
+  }
+  /// Number of member places.
+  int size() const noexcept { return size_; }
+  /// This place's index in the team (0 .. size()-1).
+  int rank() const noexcept { return rank_; }
+  /// The place of member `i`; std::out_of_range outside 0 .. size()-1.
+  place member(int i) const {
+    if (i < 0 || i >= size_) {
+      throw std::out_of_range("apgas::team::member: index " + std::to_string(i) + " is outside the team of " +
+                              std::to_string(size_));
+    }
+    return place(place_at(i));
+  }
+  /// The index of place `p` in the team, or -1 if p is not a member.
+  int rank_of(place p) const noexcept {
+    if (!members_) return p.id() >= 0 && p.id() < size_ ? p.id() : -1;
+    const auto it = std::find(members_->begin(), members_->end(), p.id());
+    return it == members_->end() ? -1 : static_cast<int>(it - members_->begin());
+  }
+
+  void barrier();
+
+  /// Element-wise reduction of every member's inout with op (op(a, b) -> T, associative and commutative); every
+  /// member gets the result. Same length everywhere.
+  template <class T, class Op>
+  void allreduce(std::span<T> inout, Op op);
+  /// Element-wise reduction of every member's inout with op; the result replaces inout at root only (the others'
+  /// inout is left unchanged). Same length everywhere.
+  template <class T, class Op>
+  void reduce(std::span<T> inout, Op op, place root);
+  /// root's data replaces data at every member (same length everywhere).
+  template <class T>
+  void broadcast(std::span<T> data, place root);
+  /// Every member's `mine` (same length k everywhere) lands at root in `out`, member i's at [i*k, (i+1)*k); `out`
+  /// must hold size()*k elements at root and is not used elsewhere (it may be empty).
+  template <class T>
+  void gather(std::span<const std::type_identity_t<T>> mine, std::span<T> out, place root);
+  /// gather with a length per member: counts[i] elements from member i, placed one after the other in rank order.
+  /// `counts` (size() entries) and `out` (their sum) are used at root only.
+  template <class T>
+  void gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> out, std::span<const std::size_t> counts,
+               place root);
+  /// root's `in` (size()*k elements) is cut into size() blocks of k = mine.size(); member i gets block i in `mine`.
+  /// `in` is used at root only.
+  template <class T>
+  void scatter(std::span<const std::type_identity_t<T>> in, std::span<T> mine, place root);
+  /// scatter with a length per member: member i gets counts[i] elements, the blocks one after the other in `in`.
+  /// `in` and `counts` are used at root only; each member's `mine` must hold its count.
+  template <class T>
+  void scatterv(std::span<const std::type_identity_t<T>> in, std::span<const std::size_t> counts, std::span<T> mine,
+                place root);
+  /// Every member gets every member's `mine` (same length k everywhere) in `out` (size()*k elements), in rank order.
+  template <class T>
+  void allgather(std::span<const std::type_identity_t<T>> mine, std::span<T> out);
+  /// Block j (of k = in.size()/size() elements) of member i's `in` lands in block i of member j's `out`.
+  /// in.size() must be a multiple of size(), and out.size() == in.size().
+  template <class T>
+  void alltoall(std::span<const std::type_identity_t<T>> in, std::span<T> out);
+  /// Split into sub-teams (X10 Team.split, MPI_Comm_split): the members that pass the same `color` form one team,
+  /// ranked by `key` (ties by rank in this team). Every member calls it; each gets the team of its colour.
+  team split(int color, int key);
+  /// The `index` given by the member whose `value` is the largest (ties: the smallest index), at every member.
+  template <class T>
+  int index_of_max(const T& value, int index);
+  /// The `index` given by the member whose `value` is the smallest (ties: the smallest index), at every member.
+  template <class T>
+  int index_of_min(const T& value, int index);
+
+ private:
+  team() = default;
+  int place_at(int i) const noexcept { return members_ ? (*members_)[static_cast<std::size_t>(i)] : i; }
+  int root_rank(const char* what, place root) const;
+  void check_parts(const char* what, const detail::team_parts& tp) const {
+    for (std::size_t i = 0; i < tp.failed.size(); ++i) {
+      if (tp.failed[i] != 0) detail::team_failed(what, place_at(static_cast<int>(i)), tp.parts[i]);
+    }
+  }
+  /// Send `bytes` (or, when err is not empty, the failure text) to member i.
+  void send_to(std::uint64_t seq, int i, std::span<const std::byte> bytes, const std::string& err) const {
+    if (err.empty()) {
+      detail::team_send(id_, seq, rank_, place_at(i), bytes);
+    } else {
+      detail::team_send(id_, seq, rank_, place_at(i), std::as_bytes(std::span<const char>(err)), true);
+    }
+  }
+  [[noreturn]] static void fail(const std::string& err);
+  template <class T>
+  std::vector<std::vector<std::byte>> allgather_parts(const char* what, std::span<const T> mine,
+                                                      const std::string& err);
+  template <class T, class Better>
+  int index_of_best(const char* what, const T& value, int index, Better better);
+
+  std::uint64_t id_ = 0;  // 0: the world team
+  int rank_ = 0;
+  int size_ = 1;
+  std::shared_ptr<const std::vector<int>> members_;  // member places by rank; null for the world team
+};
+
+template <class T>
+std::vector<std::vector<std::byte>> team::allgather_parts(const char* what, std::span<const T> mine,
+                                                          const std::string& err) {
+  const std::uint64_t seq = detail::team_begin(id_, what);
+  for (int i = 0; i < size_; ++i) {
+    if (i != rank_) send_to(seq, i, std::as_bytes(mine), err);
+  }
+  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  if (!err.empty()) fail(err);
+  check_parts(what, tp);
+  return std::move(tp.parts);
+}
+
+inline void team::barrier() { (void)allgather_parts<std::byte>("apgas::team::barrier", {}, {}); }
+
+template <class T, class Op>
+void team::allreduce(std::span<T> inout, Op op) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::allreduce: T must be trivially copyable");
+  const char* what = "apgas::team::allreduce";
+  std::vector<std::vector<std::byte>> parts = allgather_parts<T>(what, inout, {});
+  const std::size_t n = static_cast<std::size_t>(size_);  // parts has an entry per host place; the team uses n
+  const std::size_t me = static_cast<std::size_t>(rank_);
+  for (std::size_t p = 0; p < n; ++p) {
+    if (p != me && parts[p].size() != inout.size_bytes()) {
+      detail::team_wrong_length(what, place_at(static_cast<int>(p)), parts[p].size() / sizeof(T), inout.size());
+    }
+  }
+  if (n < 2) return;
+  // Every place combines the same parts in the same (rank) order: bit-identical results everywhere.
+  if constexpr (alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
+    // The received parts are vectors of whole Ts, aligned for T: combine in place, the result building up in
+    // parts[0] (in inout on rank 0), in a loop the compiler can vectorise.
+    const auto elems = [&](std::size_t p) { return p == me ? inout.data() : reinterpret_cast<T*>(parts[p].data()); };
+    T* acc = elems(0);
+    for (std::size_t p = 1; p < n; ++p) {
+      T* in = elems(p);
+      for (std::size_t i = 0; i < inout.size(); ++i) acc[i] = op(acc[i], in[i]);
+    }
+    if (me != 0 && !inout.empty()) std::memcpy(inout.data(), acc, inout.size_bytes());
+  } else {
+    const auto load = [&](std::size_t p, std::size_t i, T& v) {
+      if (p == me) {
+        v = inout[i];
+      } else {
+        std::memcpy(&v, parts[p].data() + i * sizeof(T), sizeof(T));
+      }
+    };
+    for (std::size_t i = 0; i < inout.size(); ++i) {
+      T acc;
+      load(0, i, acc);
+      for (std::size_t p = 1; p < n; ++p) {
+        T v;
+        load(p, i, v);
+        acc = op(acc, v);
+      }
+      inout[i] = acc;
+    }
+  }
+}
+
+template <class T, class Op>
+void team::reduce(std::span<T> inout, Op op, place root) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::reduce: T must be trivially copyable");
+  const char* what = "apgas::team::reduce";
+  const int r = root_rank(what, root);
+  const std::uint64_t seq = detail::team_begin(id_, what);
+  if (rank_ != r) {
+    send_to(seq, r, std::as_bytes(inout), {});
+    return;
+  }
+  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  check_parts(what, tp);
+  for (int p = 0; p < size_; ++p) {
+    const std::size_t got = tp.parts[static_cast<std::size_t>(p)].size();
+    if (p != r && got != inout.size_bytes())
+      detail::team_wrong_length(what, place_at(p), got / sizeof(T), inout.size());
+  }
+  if (size_ < 2 || inout.empty()) return;
+  // Rank order, as allreduce: acc = part0 op part1 op ... (the root's own part at its rank).
+  const auto elem = [&](int p, std::size_t i) {
+    if (p == r) return inout[i];
+    T v;
+    std::memcpy(&v, tp.parts[static_cast<std::size_t>(p)].data() + i * sizeof(T), sizeof(T));
+    return v;
+  };
+  if (r == 0) {
+    for (int p = 1; p < size_; ++p) {
+      const std::byte* in = tp.parts[static_cast<std::size_t>(p)].data();
+      for (std::size_t i = 0; i < inout.size(); ++i) {
+        T v;
+        std::memcpy(&v, in + i * sizeof(T), sizeof(T));
+        inout[i] = op(inout[i], v);
+      }
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < inout.size(); ++i) {
+    T acc = elem(0, i);
+    for (int p = 1; p < size_; ++p) acc = op(acc, elem(p, i));
+    inout[i] = acc;
+  }
+}
+
+template <class T>
+void team::broadcast(std::span<T> data, place root) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::broadcast: T must be trivially copyable");
+  const char* what = "apgas::team::broadcast";
+  const int r = root_rank(what, root);
+  const std::uint64_t seq = detail::team_begin(id_, what);
+  if (rank_ == r) {
+    for (int i = 0; i < size_; ++i) {
+      if (i != r) send_to(seq, i, std::as_bytes(data), {});
+    }
+    return;
+  }
+  detail::team_parts tp = detail::team_wait(id_, seq, 1);
+  check_parts(what, tp);
+  const std::vector<std::byte>& from = tp.parts[static_cast<std::size_t>(r)];
+  if (from.size() != data.size_bytes())
+    detail::team_wrong_length(what, root.id(), from.size() / sizeof(T), data.size());
+  if (!data.empty()) std::memcpy(data.data(), from.data(), data.size_bytes());
+}
+
+template <class T>
+void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> out, place root) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gather: T must be trivially copyable");
+  const char* what = "apgas::team::gather";
+  const int r = root_rank(what, root);
+  const std::uint64_t seq = detail::team_begin(id_, what);
+  if (rank_ != r) {
+    send_to(seq, r, std::as_bytes(mine), {});
+    return;
+  }
+  const std::size_t k = mine.size();
+  std::string err;
+  if (out.size() != k * static_cast<std::size_t>(size_)) {
+    err = std::string(what) + ": out holds " + std::to_string(out.size()) + " elements at the root, expected " +
+          std::to_string(size_) + " members x " + std::to_string(k) + " = " + std::to_string(k * size_);
+  }
+  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  if (!err.empty()) fail(err);
+  check_parts(what, tp);
+  for (int p = 0; p < size_; ++p) {
+    const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(p)];
+    if (p == r) {
+      if (k != 0) std::memcpy(out.data() + static_cast<std::size_t>(p) * k, mine.data(), mine.size_bytes());
+      continue;
+    }
+    if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, place_at(p), b.size() / sizeof(T), k);
+    if (k != 0) std::memcpy(out.data() + static_cast<std::size_t>(p) * k, b.data(), b.size());
+  }
+}
+
+template <class T>
+void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> out, std::span<const std::size_t> counts,
+                   place root) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gatherv: T must be trivially copyable");
+  const char* what = "apgas::team::gatherv";
+  const int r = root_rank(what, root);
+  const std::uint64_t seq = detail::team_begin(id_, what);
+  if (rank_ != r) {
+    send_to(seq, r, std::as_bytes(mine), {});
+    return;
+  }
+  std::string err;
+  if (counts.size() != static_cast<std::size_t>(size_)) {
+    err = std::string(what) + ": " + std::to_string(counts.size()) + " counts at the root for a team of " +
+          std::to_string(size_);
+  } else if (const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+             out.size() != total) {
+    err = std::string(what) + ": out holds " + std::to_string(out.size()) +
+          " elements at the root, the counts add up to " + std::to_string(total);
+  } else if (counts[static_cast<std::size_t>(r)] != mine.size()) {
+    err = std::string(what) + ": the root gives " + std::to_string(mine.size()) + " elements, its count is " +
+          std::to_string(counts[static_cast<std::size_t>(r)]);
+  }
+  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  if (!err.empty()) fail(err);
+  check_parts(what, tp);
+  std::size_t off = 0;
+  for (int p = 0; p < size_; ++p) {
+    const std::size_t c = counts[static_cast<std::size_t>(p)];
+    const std::byte* src =
+        p == r ? reinterpret_cast<const std::byte*>(mine.data()) : tp.parts[static_cast<std::size_t>(p)].data();
+    const std::size_t got = p == r ? mine.size_bytes() : tp.parts[static_cast<std::size_t>(p)].size();
+    if (got != c * sizeof(T)) detail::team_wrong_length(what, place_at(p), got / sizeof(T), c);
+    if (c != 0) std::memcpy(out.data() + off, src, got);
+    off += c;
+  }
+}
+
+template <class T>
+void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> mine, place root) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatter: T must be trivially copyable");
+  const char* what = "apgas::team::scatter";
+  const int r = root_rank(what, root);
+  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::size_t k = mine.size();
+  if (rank_ == r) {
+    std::string err;
+    if (in.size() != k * static_cast<std::size_t>(size_)) {
+      err = std::string(what) + ": in holds " + std::to_string(in.size()) + " elements at the root, expected " +
+            std::to_string(size_) + " members x " + std::to_string(k) + " = " + std::to_string(k * size_);
+    }
+    for (int i = 0; i < size_; ++i) {
+      if (i != r)
+        send_to(
+            seq, i,
+            err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
+            err);
+    }
+    if (!err.empty()) fail(err);
+    if (k != 0) std::memcpy(mine.data(), in.data() + static_cast<std::size_t>(r) * k, mine.size_bytes());
+    return;
+  }
+  detail::team_parts tp = detail::team_wait(id_, seq, 1);
+  check_parts(what, tp);
+  const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(r)];
+  if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size() / sizeof(T), k);
+  if (k != 0) std::memcpy(mine.data(), b.data(), b.size());
+}
+
+template <class T>
+void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const std::size_t> counts, std::span<T> mine,
+                    place root) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatterv: T must be trivially copyable");
+  const char* what = "apgas::team::scatterv";
+  const int r = root_rank(what, root);
+  const std::uint64_t seq = detail::team_begin(id_, what);
+  if (rank_ == r) {
+    std::string err;
+    if (counts.size() != static_cast<std::size_t>(size_)) {
+      err = std::string(what) + ": " + std::to_string(counts.size()) + " counts at the root for a team of " +
+            std::to_string(size_);
+    } else if (const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+               in.size() != total) {
+      err = std::string(what) + ": in holds " + std::to_string(in.size()) +
+            " elements at the root, the counts add up to " + std::to_string(total);
+    } else if (counts[static_cast<std::size_t>(r)] != mine.size()) {
+      err = std::string(what) + ": the root's mine holds " + std::to_string(mine.size()) + " elements, its count is " +
+            std::to_string(counts[static_cast<std::size_t>(r)]);
+    }
+    std::size_t off = 0;
+    for (int i = 0; i < size_; ++i) {
+      const std::size_t c = err.empty() ? counts[static_cast<std::size_t>(i)] : 0;
+      if (i != r) send_to(seq, i, err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
+      if (i == r && c != 0) std::memcpy(mine.data(), in.data() + off, c * sizeof(T));
+      off += c;
+    }
+    if (!err.empty()) fail(err);
+    return;
+  }
+  detail::team_parts tp = detail::team_wait(id_, seq, 1);
+  check_parts(what, tp);
+  const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(r)];
+  if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size() / sizeof(T), mine.size());
+  if (!mine.empty()) std::memcpy(mine.data(), b.data(), b.size());
+}
+
+template <class T>
+void team::allgather(std::span<const std::type_identity_t<T>> mine, std::span<T> out) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::allgather: T must be trivially copyable");
+  const char* what = "apgas::team::allgather";
+  const std::size_t k = mine.size();
+  std::string err;
+  if (out.size() != k * static_cast<std::size_t>(size_)) {
+    err = std::string(what) + ": out holds " + std::to_string(out.size()) + " elements at place " +
+          std::to_string(place_at(rank_)) + ", expected " + std::to_string(size_) + " members x " + std::to_string(k) +
+          " = " + std::to_string(k * size_);
+  }
+  std::vector<std::vector<std::byte>> parts = allgather_parts<T>(what, mine, err);
+  for (int p = 0; p < size_; ++p) {
+    const std::vector<std::byte>& b = parts[static_cast<std::size_t>(p)];
+    if (p == rank_) {
+      if (k != 0) std::memcpy(out.data() + static_cast<std::size_t>(p) * k, mine.data(), mine.size_bytes());
+      continue;
+    }
+    if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, place_at(p), b.size() / sizeof(T), k);
+    if (k != 0) std::memcpy(out.data() + static_cast<std::size_t>(p) * k, b.data(), b.size());
+  }
+}
+
+template <class T>
+void team::alltoall(std::span<const std::type_identity_t<T>> in, std::span<T> out) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::alltoall: T must be trivially copyable");
+  const char* what = "apgas::team::alltoall";
+  const std::size_t n = static_cast<std::size_t>(size_);
+  const std::size_t k = in.size() / n;
+  std::string err;
+  if (in.size() % n != 0) {
+    err = std::string(what) + ": in holds " + std::to_string(in.size()) + " elements at place " +
+          std::to_string(place_at(rank_)) + ", not a multiple of the team's " + std::to_string(n) + " members";
+  } else if (out.size() != in.size()) {
+    err = std::string(what) + ": out holds " + std::to_string(out.size()) + " elements at place " +
+          std::to_string(place_at(rank_)) + ", in holds " + std::to_string(in.size());
+  }
+  const std::uint64_t seq = detail::team_begin(id_, what);
+  for (int i = 0; i < size_; ++i) {
+    if (i != rank_) {
+      send_to(
+          seq, i,
+          err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
+          err);
+    }
+  }
+  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  if (!err.empty()) fail(err);
+  check_parts(what, tp);
+  for (int p = 0; p < size_; ++p) {
+    T* to = out.data() + static_cast<std::size_t>(p) * k;
+    if (p == rank_) {
+      if (k != 0) std::memcpy(to, in.data() + static_cast<std::size_t>(p) * k, k * sizeof(T));
+      continue;
+    }
+    const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(p)];
+    if (b.size() != k * sizeof(T)) detail::team_wrong_length(what, place_at(p), b.size() / sizeof(T), k);
+    if (k != 0) std::memcpy(to, b.data(), b.size());
+  }
+}
+
+template <class T, class Better>
+int team::index_of_best(const char* what, const T& value, int index, Better better) {
+  static_assert(std::is_trivially_copyable_v<T>, "apgas::team::index_of_max/min: T must be trivially copyable");
+  struct entry {
+    T value;
+    int index;
+  };
+  const entry mine{value, index};
+  std::vector<std::vector<std::byte>> parts = allgather_parts<entry>(what, std::span<const entry>(&mine, 1), {});
+  entry best = mine;
+  bool first = true;
+  for (int p = 0; p < size_; ++p) {
+    entry e;
+    if (p == rank_) {
+      e = mine;
+    } else {
+      const std::vector<std::byte>& b = parts[static_cast<std::size_t>(p)];
+      if (b.size() != sizeof(entry)) detail::team_wrong_length(what, place_at(p), b.size() / sizeof(entry), 1);
+      std::memcpy(&e, b.data(), sizeof(entry));
+    }
+    if (first || better(e.value, best.value) || (!better(best.value, e.value) && e.index < best.index)) best = e;
+    first = false;
+  }
+  return best.index;
+}
+
+template <class T>
+int team::index_of_max(const T& value, int index) {
+  return index_of_best("apgas::team::index_of_max", value, index, [](const T& a, const T& b) { return b < a; });
+}
+
+template <class T>
+int team::index_of_min(const T& value, int index) {
+  return index_of_best("apgas::team::index_of_min", value, index, [](const T& a, const T& b) { return a < b; });
+}
+
+}  // namespace apgas
+#pragma GCC visibility pop
