@@ -214,7 +214,7 @@ typename Reducer::value_type finish_collect(Reducer r, F&& body) {
 /// no message per offer. Fold order: at each place zero ⊕ v1 ⊕ v2 ... in the order the offers were made there; at
 /// home, the partial values in the order the reports arrive. A place whose activities of the finish threw drops its
 /// partial value (X10's rule): the finish then throws, and an enclosing finish that catches it sees none of that
-/// place's offers. See docs/decisions/0011-teams-and-collecting-finish.md.
+/// place's offers. See docs/decisions/0014-teams-and-collecting-finish.md.
 template <class T>
 void offer(const T& value) {
   detail::offer(&value, typeid(T));
