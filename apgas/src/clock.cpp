@@ -629,18 +629,18 @@ clock clock::make() {
   return clock(id);
 }
 
-void clock::advance() {
+void clock::advance() const {
   detail::task& cur = detail::clock_caller("apgas::clock::advance");
   detail::advance_registration(detail::registered_or_throw(cur, id_, "advance"));
 }
 
-void clock::resume() {
+void clock::resume() const {
   detail::task& cur = detail::clock_caller("apgas::clock::resume");
   detail::clock_registration& r = detail::registered_or_throw(cur, id_, "resume");
   if (!r.resumed) detail::arrive(r);
 }
 
-void clock::drop() {
+void clock::drop() const {
   detail::task& cur = detail::clock_caller("apgas::clock::drop");
   detail::drop_registration(cur, &detail::registered_or_throw(cur, id_, "drop"));
   if (cur.clocks->regs.empty() && cur.clocks->implicit == 0) {

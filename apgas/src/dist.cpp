@@ -114,7 +114,7 @@ struct remote_task final : task {
       return;
     }
     writer reply = message_writer(128);
-    reply & (clocked ? msg::clocked_at_reply : msg::at_reply) & token;
+    reply & msg::at_reply & token;
     const std::size_t status_at = reply.size();
     reply & std::uint8_t{1};
     try {
@@ -124,7 +124,9 @@ struct remote_task final : task {
       reply & std::uint8_t{0};
       encode_exception(reply, std::current_exception());
     }
-    if (clocked) {
+    // The registrations the caller sent, and any the body made (clock::make): they go back to the caller.
+    if (clocked || clock_carried(*this)) {
+      reply.bytes()[0] = static_cast<std::byte>(msg::clocked_at_reply);
       const std::size_t start = reply.size();
       clock_write_moved(*this, reply_to, reply);
       end_clock_trailer(reply, start);
@@ -299,7 +301,7 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
   }
   send(p.id(), std::move(w));
   pending.done.wait();
-  if (clocked) {
+  if (clocked || !pending.clocks.empty()) {
     reader tr(pending.clocks);
     clock_read_into(cur, tr, true);
   }

@@ -49,13 +49,14 @@ class clock {
   }
   ~clock() = default;
 
+  /// The operations are const: a handle is only a name (a copy names the same clock).
   /// X10 `c.advance()`: arrive (if not yet) and wait until every registered activity, at every place, has arrived;
   /// the caller then is in the next phase. Parks the activity, never its worker.
-  void advance();
+  void advance() const;
   /// Split phase: arrive in the current phase without waiting. A second resume in the same phase does nothing.
-  void resume();
+  void resume() const;
   /// Unregister the calling activity (counts as its arrival if it had not arrived).
-  void drop();
+  void drop() const;
   /// Whether the calling activity is registered on this clock.
   bool registered() const;
   /// Whether the calling activity is not (or no longer) registered on this clock.
