@@ -460,7 +460,7 @@ void clock_write_child(task& parent, const clock* cs, std::size_t n, bool implic
   std::vector<std::uint64_t> ids = ids_of(parent, cs, n, implicit);
   std::vector<clock_registration*> prs = parent_registrations(parent, ids.data(), ids.size());
   w & (parent.clocks != nullptr ? parent.clocks->implicit : std::uint64_t{0});
-  w & static_cast<std::uint32_t>(prs.size());
+  w.write_length(prs.size());
   for (clock_registration* pr : prs) {
     clock_node& n = *pr->node;
     with_node(n, [&](after_unlock&) {
@@ -478,7 +478,7 @@ bool clock_carried(const task& t) noexcept {
 void clock_write_moved(task& t, int dst, writer& w) {
   w & (t.clocks != nullptr ? t.clocks->implicit : std::uint64_t{0});
   const std::size_t count = t.clocks != nullptr ? t.clocks->regs.size() : 0;
-  w & static_cast<std::uint32_t>(count);
+  w.write_length(count);
   if (count == 0) return;
   const int here = here_rank();
   for (clock_registration& r : t.clocks->regs) {
@@ -498,47 +498,54 @@ void clock_write_moved(task& t, int dst, writer& w) {
 
 void clock_read_into(task& t, reader& r, bool keep_implicit) {
   std::uint64_t implicit = 0;
-  std::uint32_t count = 0;
-  r & implicit & count;
+  r & implicit;
   const int hosts = host_count();
   const int here = here_rank();
+  struct entry {
+    std::uint64_t id;
+    std::int32_t phase;
+    std::uint8_t resumed;
+  };
+  // Read and check everything first: a malformed trailer changes nothing.
+  std::vector<entry> es(r.read_length(13, "clock registrations"));
+  for (auto& e : es) {
+    r & e.id & e.phase & e.resumed;
+    if (e.id == 0 || static_cast<int>(e.id >> 48) >= hosts || e.phase < 1 || e.resumed > 1) {
+      throw serialization_error("apgas: malformed message: clock registration (clock " + std::to_string(e.id) +
+                                ", phase " + std::to_string(e.phase) + ", " + std::to_string(hosts) +
+                                " host places)");
+    }
+  }
   auto& regs = regs_of(t);
   if (!keep_implicit) regs.implicit = implicit;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    std::uint64_t id = 0;
-    std::int32_t phase = 0;
-    std::uint8_t resumed = 0;
-    r & id & phase & resumed;
-    const int home = static_cast<int>(id >> 48);
-    if (id == 0 || home >= hosts || phase < 1 || resumed > 1) {
-      throw serialization_error("apgas: malformed message: clock registration (clock " + std::to_string(id) +
-                                ", phase " + std::to_string(phase) + ", " + std::to_string(hosts) + " host places)");
-    }
+  for (const entry& e : es) {
+    const int home = static_cast<int>(e.id >> 48);
     clock_node* n = nullptr;
     {
       node_table& tb = table();
       std::lock_guard lock(tb.mutex);
-      clock_node*& slot = tb.nodes[id];
+      clock_node*& slot = tb.nodes[e.id];
       if (slot == nullptr) {
         slot = new clock_node;
-        slot->id = id;
+        slot->id = e.id;
         slot->home = home;
-        slot->phase.store(phase, std::memory_order_relaxed);
+        slot->phase.store(e.phase, std::memory_order_relaxed);
         slot->sync = home != here;  // tell the home we are here: it answers with its phase if we missed one
         if (home == here) {
           std::fprintf(stderr, "apgas: place %d: a registration on clock %llu, which has ended here\n", here,
-                       static_cast<unsigned long long>(id));
+                       static_cast<unsigned long long>(e.id));
         }
       }
       slot->refs += 1;
       n = slot;
     }
     with_node(*n, [&](after_unlock& out) {
-      if (phase > n->phase.load(std::memory_order_relaxed)) advance_node_locked(*n, phase, out);
+      if (e.phase > n->phase.load(std::memory_order_relaxed)) advance_node_locked(*n, e.phase, out);
       n->reg += 1;
-      if (resumed != 0 && phase == n->phase.load(std::memory_order_relaxed)) n->arrived += 1;  // counted by the sender
+      // An arrival the sender has counted already.
+      if (e.resumed != 0 && e.phase == n->phase.load(std::memory_order_relaxed)) n->arrived += 1;
     });
-    regs.regs.push_back({id, n, phase, resumed != 0});
+    regs.regs.push_back({e.id, n, e.phase, e.resumed != 0});
   }
 }
 
