@@ -156,6 +156,7 @@ struct after_unlock {
   std::vector<fiber_ctx*> woken;
   std::vector<clock_delta> report;  // to the home (another place)
   std::int32_t report_tag = 0;
+  std::uint64_t report_seq = 0;
   bool send_report = false;
   std::vector<int> announce;        // at the home: places to send the phase to
   std::int32_t announce_phase = 0;
@@ -163,7 +164,7 @@ struct after_unlock {
 
   void run(clock_node& n) {
     for (fiber_ctx* f : woken) wake(f);
-    if (send_report) clock_send_report(n.home, n.id, report_tag, report);
+    if (send_report) clock_send_report(n.home, report_seq, n.id, report_tag, report);
     for (int q : announce) clock_send_phase(q, n.id, announce_phase);
     if (release_rec) release_node(&n);
   }
@@ -224,7 +225,7 @@ void settle_locked(clock_node& n, after_unlock& out) {
     std::fprintf(stderr, "apgas: clock %llu: a change at its home after it ended; ignored\n",
                  static_cast<unsigned long long>(n.id));
   } else {
-    // One report at a time per settle; two settles racing send two reports, which the home adds up in any order.
+    // Numbered here, under the lock: the home applies this place's reports in the order they were made.
     for (auto& d : ds) {
       bool merged = false;
       for (auto& e : out.report) {
@@ -237,6 +238,7 @@ void settle_locked(clock_node& n, after_unlock& out) {
       if (!merged) out.report.push_back(d);
     }
     out.report_tag = tag;
+    if (!out.send_report) out.report_seq = clock_next_seq(n.home);  // one number per message sent
     out.send_report = true;
   }
 }

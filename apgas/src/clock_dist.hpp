@@ -20,7 +20,10 @@ struct clock_delta {
 };
 
 // ---- clock.cpp -> dist_clock.cpp: messages ----
-void clock_send_report(int home, std::uint64_t id, std::int32_t tag, const std::vector<clock_delta>& ds);
+/// The sequence number of the next report to `home` (taken under the reporting node's lock).
+std::uint64_t clock_next_seq(int home) noexcept;
+void clock_send_report(int home, std::uint64_t seq, std::uint64_t id, std::int32_t tag,
+                       const std::vector<clock_delta>& ds);
 void clock_send_phase(int dst, std::uint64_t id, std::int32_t phase);
 
 // ---- dist_clock.cpp -> clock.cpp: arriving messages (handlers: they never block) ----

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -16,9 +18,19 @@
 
 namespace apgas::detail {
 
-void clock_send_report(int home, std::uint64_t id, std::int32_t tag, const std::vector<clock_delta>& ds) {
-  writer w = message_writer(32 + ds.size() * 20);
-  w & msg::clock_report & id & tag & static_cast<std::uint32_t>(ds.size());
+void clock_dist_start(dist_state& d) {
+  d.clock_seq_out = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(d.size));
+  d.clock_in = std::make_unique<clock_inbox[]>(static_cast<std::size_t>(d.size));
+}
+
+std::uint64_t clock_next_seq(int home) noexcept {
+  return g_dist->clock_seq_out[static_cast<std::size_t>(home)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void clock_send_report(int home, std::uint64_t seq, std::uint64_t id, std::int32_t tag,
+                       const std::vector<clock_delta>& ds) {
+  writer w = message_writer(40 + ds.size() * 20);
+  w & msg::clock_report & seq & id & tag & static_cast<std::uint32_t>(ds.size());
   for (const auto& d : ds) w & d.place & d.reg & d.arr;
   send(home, std::move(w));
 }
@@ -29,18 +41,47 @@ void clock_send_phase(int dst, std::uint64_t id, std::int32_t phase) {
   send(dst, std::move(w));
 }
 
+// Reports from `src` are applied in the order of their sequence numbers: one that arrives early waits in the inbox
+// until those before it have been applied (by whichever handler applies the one it waits for).
 void deliver_clock_report(int src, reader& r) {
+  std::uint64_t seq = 0;
   std::uint64_t id = 0;
   std::int32_t tag = 0;
   std::uint32_t n = 0;
-  r & id & tag & n;
+  r & seq & id & tag & n;
   if (static_cast<std::size_t>(n) > static_cast<std::size_t>(g_dist->size)) {
     throw serialization_error("apgas: malformed clock report: " + std::to_string(n) + " entries for " +
                               std::to_string(g_dist->size) + " host places");
   }
   std::vector<clock_delta> ds(n);
   for (auto& d : ds) r & d.place & d.reg & d.arr;
-  clock_apply_report(src, id, tag, ds);
+  clock_inbox& in = g_dist->clock_in[static_cast<std::size_t>(src)];
+  {
+    std::lock_guard lock(in.mutex);
+    if (seq != in.expected) {
+      if (seq < in.expected || in.held.contains(seq)) {
+        throw serialization_error("apgas: malformed clock report: sequence number " + std::to_string(seq) +
+                                  " from place " + std::to_string(src) + " again");
+      }
+      clock_report_in& h = in.held[seq];
+      h.id = id;
+      h.tag = tag;
+      for (const auto& d : ds) h.deltas.push_back({d.place, {d.reg, d.arr}});
+      return;
+    }
+  }
+  for (;;) {
+    clock_apply_report(src, id, tag, ds);
+    std::lock_guard lock(in.mutex);
+    in.expected += 1;
+    auto it = in.held.find(in.expected);
+    if (it == in.held.end()) return;
+    id = it->second.id;
+    tag = it->second.tag;
+    ds.clear();
+    for (const auto& [place, c] : it->second.deltas) ds.push_back({place, c.first, c.second});
+    in.held.erase(it);
+  }
 }
 
 void deliver_clock_phase(reader& r) {

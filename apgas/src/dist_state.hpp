@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <memory>
 #include <memory_resource>
 #include <span>
 #include <unordered_map>
@@ -43,7 +44,7 @@ enum class msg : std::uint8_t {
   clocked_async = 20,     // as async_activity, then a clock trailer
   clocked_at = 21,        // as at_activity, then a clock trailer (the caller's registrations, moved there)
   clocked_at_reply = 22,  // as at_reply, then a clock trailer (the registrations, moved back)
-  clock_report = 23,      // u64 clock, i32 phase (tag), u32 n, n * (i32 place, i64 registrations, i64 arrivals)
+  clock_report = 23,      // u64 seq, u64 clock, i32 phase (tag), u32 n, n * (i32 place, i64 registrations, i64 arrivals)
   clock_phase = 24,       // u64 clock, i32 phase: the home's phase
 };
 
@@ -101,6 +102,20 @@ struct team_slot {
   completion* waiter = nullptr;
 };
 
+// Clock reports from one place to this one, applied in the order they were made (their sequence numbers): the
+// counting of clocks needs it (a report that drops a registration must not overtake the one that registered its
+// child), and the transport keeps no order.
+struct clock_report_in {
+  std::uint64_t id = 0;
+  std::int32_t tag = 0;
+  std::vector<std::pair<std::int32_t, std::pair<std::int64_t, std::int64_t>>> deltas;  // place, (reg, arr)
+};
+struct clock_inbox {
+  spin_mutex mutex;
+  std::uint64_t expected = 0;
+  std::map<std::uint64_t, clock_report_in> held;  // arrived early
+};
+
 struct dist_state final : transport::handler {
   transport::transport* tp = nullptr;
   int rank = 0;
@@ -123,6 +138,10 @@ struct dist_state final : transport::handler {
   std::pmr::unordered_map<std::uint64_t, std::span<std::byte>> tickets{&pool};  // where answers to our bulk_gets go
 
   std::atomic<int> exit_code{-1};  // set by the shutdown message
+
+  // Clocks (dist_clock.cpp): per peer, the next sequence number of a report to it, and the inbox of its reports.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> clock_seq_out;
+  std::unique_ptr<clock_inbox[]> clock_in;
 
   void on_message(int src, std::span<const std::byte> bytes) override;
 
@@ -160,6 +179,7 @@ void deliver_put(int src, reader& r);                                     // dis
 void deliver_get(int src, reader& r);                                     // dist_copy.cpp
 void deliver_team(reader& r, int src, std::span<const std::byte> bytes);  // dist_team.cpp
 void deliver_clock_report(int src, reader& r);                            // dist_clock.cpp
+void clock_dist_start(dist_state& d);                                     // dist_clock.cpp
 void deliver_clock_phase(reader& r);                                      // dist_clock.cpp
 
 // ---- clock trailers (dist_clock.cpp) ----

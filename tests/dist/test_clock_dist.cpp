@@ -296,6 +296,43 @@ TEST(ClockDist, AdvanceAllOverClocksOfTwoHomes) {
   });
 }
 
+// A parent that has resumed registers a child at the next place (the child has arrived in the parent's phase) and
+// leaves at once: the child must still hold the next phase back (under the reordering shim the parent's drop may
+// reach the home before the child's registration does).
+TEST(ClockDist, ChildOfAResumedParentIsCountedInTheNextPhase) {
+  run_everywhere([] {
+    reset_everywhere();
+    const int n = nplaces();
+    for (int round = 0; round < 5; ++round) {
+      apgas::at(apgas::place(0), [] { g_counter = 0; });
+      apgas::finish([&] {
+        apgas::clock c = apgas::clock::make();
+        for (apgas::place p : apgas::places()) {
+          apgas::clocked_async_at(p, {c}, [c] {
+            c.resume();
+            apgas::clocked_async_at(place_at(apgas::here().id() + 1), {c}, [c] {
+              check(c.phase() == 1);
+              c.advance();
+              check(c.phase() == 2);
+              bump_at0();
+              c.advance();
+              check(counter_at0() == apgas::num_hosts() + 1);
+            });
+            c.drop();
+          });
+        }
+        c.advance();
+        bump_at0();
+        c.advance();
+        EXPECT_EQ(counter_at0(), n + 1);
+        EXPECT_EQ(c.phase(), 3);
+        c.drop();
+      });
+    }
+    EXPECT_EQ(bad_everywhere(), 0);
+  });
+}
+
 // An activity that ends at another place drops its clocks (and its finish counts it): the others go on alone.
 TEST(ClockDist, ActivitiesEndingElsewhereDropTheirClocks) {
   run_everywhere([] {
