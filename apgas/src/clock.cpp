@@ -12,7 +12,7 @@
 // Protocol:
 //  - A node reports its pending changes to the home, in one message tagged with its phase, when it is *complete*:
 //    every registration here has arrived (or there is none left). In the steady state that is one message per place
-//    per phase. At the home the node's report is applied directly.
+//    per phase. At the home a change is applied to the record at once (there, program order is report order).
 //  - The home moves to the next phase when, for every place, arrivals == registrations (and some registration is
 //    left), and then announces the phase once to every place with registrations. An announcement that finds a
 //    place already in that phase does nothing.
@@ -79,12 +79,20 @@ struct clock_node {
   int reg = 0;
   int arrived = 0;
   bool sync = false;
+  bool changed = false;  // at the home: rec changed since the last decision
   std::vector<fiber_ctx*> waiters;
   std::vector<clock_delta> pending;
   clock_home* rec = nullptr;  // at the home, while the clock lives
 
   bool complete() const noexcept { return arrived == reg; }
+  // A change for the home: at the home applied at once (program order is report order there), elsewhere kept for
+  // the next report.
   void add_pending(int q, long dr, long da) {
+    if (rec != nullptr) {
+      rec->add(q, dr, da);
+      changed = true;
+      return;
+    }
     for (auto& d : pending) {
       if (d.place == q) {
         d.reg += dr;
@@ -175,8 +183,12 @@ struct after_unlock {
 void advance_node_locked(clock_node& n, int p, after_unlock& out) {
   n.phase.store(p, std::memory_order_release);
   n.arrived = 0;
-  for (fiber_ctx* f : n.waiters) out.woken.push_back(f);
-  n.waiters.clear();
+  if (out.woken.empty()) {
+    out.woken.swap(n.waiters);  // no copy, no allocation
+  } else {
+    out.woken.insert(out.woken.end(), n.waiters.begin(), n.waiters.end());
+    n.waiters.clear();
+  }
   for (auto& d : n.pending) d.arr = 0;
   std::erase_if(n.pending, [](const clock_delta& d) { return d.reg == 0 && d.arr == 0; });
 }
@@ -184,6 +196,8 @@ void advance_node_locked(clock_node& n, int p, after_unlock& out) {
 void add_announce(after_unlock& out, int q) {
   if (std::find(out.announce.begin(), out.announce.end(), q) == out.announce.end()) out.announce.push_back(q);
 }
+
+void decide_locked(clock_node& n, after_unlock& out);
 
 // Under n.mutex, at the home: apply a report from `src`.
 void apply_locked(clock_node& n, int src, std::int32_t tag, const std::vector<clock_delta>& ds, after_unlock& out) {
@@ -194,6 +208,13 @@ void apply_locked(clock_node& n, int src, std::int32_t tag, const std::vector<cl
     if (tag < h.phase && d.reg > 0 && d.place != here) add_announce(out, d.place);
   }
   if (tag < h.phase && src != here) add_announce(out, src);
+  decide_locked(n, out);
+}
+
+// Under n.mutex, at the home, after a change of the record: the next phase, or the end of the clock.
+void decide_locked(clock_node& n, after_unlock& out) {
+  clock_home& h = *n.rec;
+  const int here = here_rank();
   if (h.unbalanced == 0 && h.nonzero > 0) {
     h.phase += 1;
     std::fill(h.arr.begin(), h.arr.end(), 0L);
@@ -214,14 +235,19 @@ void apply_locked(clock_node& n, int src, std::int32_t tag, const std::vector<cl
 
 // Under n.mutex, after any change: a complete node reports (at the home: applies) what it has pending.
 void settle_locked(clock_node& n, after_unlock& out) {
+  if (n.rec != nullptr) {
+    if (n.changed) {
+      n.changed = false;
+      decide_locked(n, out);
+    }
+    return;
+  }
   if (!n.complete() || (n.pending.empty() && !n.sync)) return;
   std::vector<clock_delta> ds = std::move(n.pending);
   n.pending.clear();
   n.sync = false;
   const std::int32_t tag = n.phase.load(std::memory_order_relaxed);
-  if (n.rec != nullptr) {
-    apply_locked(n, here_rank(), tag, ds, out);
-  } else if (n.home == here_rank()) {
+  if (n.home == here_rank()) {
     std::fprintf(stderr, "apgas: clock %llu: a change at its home after it ended; ignored\n",
                  static_cast<unsigned long long>(n.id));
   } else {
@@ -323,7 +349,7 @@ void wait_phase_after(clock_registration& r) {
     const auto* w = static_cast<const wait_ctx*>(c);
     return w->node->phase.load(std::memory_order_acquire) > w->phase;
   };
-  if (!passed(&ctx) && !(n.home != here_rank() && poll_until(passed, &ctx))) {
+  if (!passed(&ctx) && !(host_count() > 1 && poll_until(passed, &ctx))) {
     n.mutex.lock();
     if (n.phase.load(std::memory_order_relaxed) > r.phase) {
       n.mutex.unlock();
