@@ -171,9 +171,10 @@ struct after_unlock {
   bool release_rec = false;         // at the home: the clock ended, the record's reference goes
 
   void run(clock_node& n) {
-    for (fiber_ctx* f : woken) wake(f);
+    // The other places first: they are further away than the activities woken here.
     if (send_report) clock_send_report(n.home, report_seq, n.id, report_tag, report);
     for (int q : announce) clock_send_phase(q, n.id, announce_phase);
+    for (fiber_ctx* f : woken) wake(f);
     if (release_rec) release_node(&n);
   }
 };

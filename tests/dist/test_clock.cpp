@@ -361,8 +361,8 @@ TEST(ClockDist, ActivitiesEndingElsewhereDropTheirClocks) {
   });
 }
 
-// In the steady state each place sends one message per phase: the non-home place its report, the home one
-// announcement per other place.
+// In the steady state each place sends one message per phase: the non-home place its report (exactly: it sends it
+// itself before it waits), the home one announcement per other place.
 TEST(ClockDist, OneMessagePerPlacePerPhase) {
   run_everywhere([] {
     reset_everywhere();
@@ -382,7 +382,11 @@ TEST(ClockDist, OneMessagePerPlacePerPhase) {
       const std::uint64_t before = apgas::detail::messages_sent();
       for (int i = 0; i < phases; ++i) c.advance();
       const std::uint64_t sent = apgas::detail::messages_sent() - before;
-      EXPECT_EQ(sent, static_cast<std::uint64_t>(phases) * static_cast<std::uint64_t>(n - 1));
+      // The home's announcements are sent by whichever worker completes a phase, and this activity may see the
+      // phase (and read the count) just before they go: one phase's worth at either end of the window.
+      const auto per_phase = static_cast<std::uint64_t>(n - 1);
+      EXPECT_GE(sent, static_cast<std::uint64_t>(phases - 1) * per_phase);
+      EXPECT_LE(sent, static_cast<std::uint64_t>(phases + 1) * per_phase);
       c.drop();
     });
     for (int k = 1; k < n; ++k) EXPECT_EQ(apgas::at(apgas::place(k), [] { return g_sent.load(); }), phases);
