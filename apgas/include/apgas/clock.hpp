@@ -20,20 +20,16 @@
 #include <apgas/place.hpp>
 
 #include <cstdint>
-
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
 
 namespace apgas {
 
-namespace detail {
-struct clock_registration;
-}
-
-/// A handle on a clock: the clock's global name (its home place, where it was made, and a serial number there). It
-/// is trivially copyable, so closures sent to other places (async_at, at, clocked_async_at) may capture it, and it
-/// can be sent as a value. The clock itself lives as long as some activity, at any place, is registered on it.
+/// A handle on a clock: the clock's global name (its home place, where it was made, and a serial number there). Its
+/// copies are trivial (the shipping rule of async_at), so closures sent to other places (async_at, at,
+/// clocked_async_at) may capture it, and it can be sent or returned as a value. The clock itself lives as long as
+/// some activity, at any place, is registered on it. A moved-from handle names no clock.
 class clock {
  public:
   /// A new clock, homed at the calling activity's place; the calling activity is registered on it, in phase 1.
