@@ -9,6 +9,7 @@
 //    updates tables under short locks, submits tasks and signals completions.
 #include "dist_state.hpp"
 
+#include "clock_dist.hpp"
 #include "finish.hpp"
 #include "obs.hpp"
 #include "scheduler.hpp"
@@ -31,6 +32,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -95,6 +97,7 @@ struct remote_task final : task {
   std::size_t offset = 0;
   std::uint32_t id = 0;
   bool is_at = false;
+  bool clocked = false;  // an at whose caller's clock registrations came with it: they go back with the reply
   int reply_to = 0;
   std::uint64_t token = 0;
 
@@ -121,12 +124,22 @@ struct remote_task final : task {
       reply & std::uint8_t{0};
       encode_exception(reply, std::current_exception());
     }
+    // The registrations the caller sent, and any the body made (clock::make): they go back to the caller.
+    if (clocked || clock_carried(*this)) {
+      reply.bytes()[0] = static_cast<std::byte>(msg::clocked_at_reply);
+      const std::size_t start = reply.size();
+      clock_write_moved(*this, reply_to, reply);
+      end_clock_trailer(reply, start);
+    }
     send(reply_to, std::move(reply));
   }
 };
 static_assert(sizeof(remote_task) <= 256, "remote_task must fit the task cache's largest class");
 
-void deliver_activity(int src, reader& r, std::span<const std::byte> bytes, bool is_at) {
+void deliver_activity(int src, reader& r, std::span<const std::byte> message, bool is_at, bool clocked) {
+  std::span<const std::byte> bytes = message;
+  std::span<const std::byte> trailer;
+  if (clocked) std::tie(bytes, trailer) = split_clock_trailer(message);
   fid f{};
   r & f.home & f.serial;
   std::span<const std::byte> coll;
@@ -150,6 +163,16 @@ void deliver_activity(int src, reader& r, std::span<const std::byte> bytes, bool
   }
   auto t = std::make_unique<remote_task>(bytes);
   t->is_at = is_at;
+  t->clocked = clocked && is_at;
+  if (clocked) {
+    reader tr(trailer);
+    try {
+      clock_read_into(*t, tr, false);
+    } catch (...) {
+      if (t->clocks != nullptr) drop_all_clocks(*t);
+      throw;
+    }
+  }
   t->reply_to = src;
   r & t->token & t->id;
   t->offset = r.position();
@@ -160,7 +183,10 @@ void deliver_activity(int src, reader& r, std::span<const std::byte> bytes, bool
   the_scheduler()->submit(as_item(t.release()));
 }
 
-void deliver_reply(reader& r, std::span<const std::byte> bytes) {
+void deliver_reply(reader& r, std::span<const std::byte> message, bool clocked) {
+  std::span<const std::byte> bytes = message;
+  std::span<const std::byte> trailer;
+  if (clocked) std::tie(bytes, trailer) = split_clock_trailer(message);
   dist_state& d = *g_dist;
   std::uint64_t token = 0;
   std::uint8_t ok = 0;
@@ -175,6 +201,7 @@ void deliver_reply(reader& r, std::span<const std::byte> bytes) {
   }
   p->ok = ok != 0;
   p->reply.assign(bytes.begin() + static_cast<std::ptrdiff_t>(r.position()), bytes.end());
+  p->clocks.assign(trailer.begin(), trailer.end());
   p->done.signal();
 }
 
@@ -203,9 +230,14 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
     r & k;
     const auto kind = static_cast<msg>(k & ~traced_kind);
     switch (kind) {
-      case msg::async_activity: deliver_activity(src, r, bytes, false); break;
-      case msg::at_activity: deliver_activity(src, r, bytes, true); break;
-      case msg::at_reply: deliver_reply(r, bytes); break;
+      case msg::async_activity: deliver_activity(src, r, bytes, false, false); break;
+      case msg::at_activity: deliver_activity(src, r, bytes, true, false); break;
+      case msg::at_reply: deliver_reply(r, bytes, false); break;
+      case msg::clocked_async: deliver_activity(src, r, bytes, false, true); break;
+      case msg::clocked_at: deliver_activity(src, r, bytes, true, true); break;
+      case msg::clocked_at_reply: deliver_reply(r, bytes, true); break;
+      case msg::clock_report: deliver_clock_report(src, r); break;
+      case msg::clock_phase: deliver_clock_phase(r); break;
       case msg::report: deliver_report(src, r); break;
       case msg::shutdown: {
         std::int32_t code = 0;
@@ -279,12 +311,25 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
   }
   const bool traced = obs::on(obs::cat_at);
   if (traced) [[unlikely]] obs::span_begin(obs::cat_at, "at", static_cast<std::uint64_t>(p.id()), 0, p.id());
+  // Trailers, innermost first: the collector of the finish's chain (dist_finish.cpp), then the clock trailer
+  // (dist_clock.cpp); deliver_activity takes them off in the reverse order.
   const bool coll = append_collector(*cur.innermost, w);
   fid f = count_send(*cur.innermost, p.id());
   if (coll) f.serial |= collect_flag;
-  write_header(w, msg::at_activity, f, token, id);
+  // X10: the body of `at` is the calling activity, so its clock registrations go with it and come back.
+  const bool clocked = clock_carried(cur);
+  write_header(w, clocked ? msg::clocked_at : msg::at_activity, f, token, id);
+  if (clocked) {
+    const std::size_t start = w.size();
+    clock_write_moved(cur, p.id(), w);
+    end_clock_trailer(w, start);
+  }
   send(p.id(), std::move(w));
   pending.done.wait();
+  if (clocked || !pending.clocks.empty()) {
+    reader tr(pending.clocks);
+    clock_read_into(cur, tr, true);
+  }
   if (traced) [[unlikely]] obs::span_end(obs::cat_at);
   if (!pending.ok) {
     reader r(pending.reply);
@@ -300,9 +345,16 @@ void send_raw(int dst, std::vector<std::byte> bytes) {
   g_dist->tp->send(dst, std::move(bytes));
 }
 
-void clocked_to_other_host(place p) {
-  throw illegal_operation_exception("apgas::clocked_async_at: place " + std::to_string(p.id()) +
-                                    " is another host, and clocks are local to one host place in this version");
+void send_clocked_async(place p, std::uint32_t id, writer&& w, const clock* cs, std::size_t n, bool implicit) {
+  task& cur = require_unrestricted_activity("apgas::clocked_async_at");
+  const bool coll = append_collector(*cur.innermost, w);  // the trailers' order: as in send_at
+  fid f = count_send(*cur.innermost, p.id());
+  if (coll) f.serial |= collect_flag;
+  write_header(w, msg::clocked_async, f, 0, id);
+  const std::size_t start = w.size();
+  clock_write_child(cur, cs, n, implicit, p.id(), w);  // checked by check_clocked_spawn: does not throw
+  end_clock_trailer(w, start);
+  send(p.id(), std::move(w));
 }
 
 }  // namespace apgas::detail

@@ -130,6 +130,7 @@ void dist_start(transport::transport& tp) {
   d->tp = &tp;
   d->rank = tp.rank();
   d->size = tp.size();
+  clock_dist_start(*d);
   g_dist = d;
   if (d->size > 1) d->hook = add_progress_hook(&poll_hook, d);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The state of the runtime across host places, shared by the files that implement it (dist.cpp, dist_finish.cpp,
 // dist_wire.cpp, dist_copy.cpp, dist_team.cpp, dist_life.cpp): the message kinds, the records of the distributed
-// finish, the tables of dist_state, and the functions these files call in one another. Private: never installed.
+// finish, the tables of dist_state, and the functions these files call in one another (dist_clock.cpp too). Private: never installed.
 #include "dist.hpp"
 #include "finish.hpp"
 
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <memory>
 #include <memory_resource>
 #include <span>
 #include <unordered_map>
@@ -39,6 +40,13 @@ enum class msg : std::uint8_t {
   bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
   bulk_get = 9,        // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
   hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message
+  // Clocks across host places (dist_clock.cpp). A "clock trailer" ends a message: the registrations an activity
+  // carries (clock_write_child/clock_write_moved), then u32 its length.
+  clocked_async = 20,     // as async_activity, then a clock trailer
+  clocked_at = 21,        // as at_activity, then a clock trailer (the caller's registrations, moved there)
+  clocked_at_reply = 22,  // as at_reply, then a clock trailer (the registrations, moved back)
+  clock_report = 23,      // u64 seq, u64 clock, i32 phase (tag), u32 n, n * (i32 place, i64 registrations, i64 arrivals)
+  clock_phase = 24,       // u64 clock, i32 phase: the home's phase
 };
 
 // An activity message whose finish has a collecting finish in its chain (finish_state::collecting) has this bit set
@@ -100,6 +108,7 @@ struct pending_at {
   completion done;
   bool ok = false;
   std::vector<std::byte> reply;
+  std::vector<std::byte> clocks;  // the clock trailer of a clocked_at_reply
 };
 
 struct team_slot {
@@ -108,6 +117,20 @@ struct team_slot {
   int arrived = 0;
   int expected = 0;  // what the waiter waits for
   completion* waiter = nullptr;
+};
+
+// Clock reports from one place to this one, applied in the order they were made (their sequence numbers): the
+// counting of clocks needs it (a report that drops a registration must not overtake the one that registered its
+// child), and the transport keeps no order.
+struct clock_report_in {
+  std::uint64_t id = 0;
+  std::int32_t tag = 0;
+  std::vector<std::pair<std::int32_t, std::pair<std::int64_t, std::int64_t>>> deltas;  // place, (reg, arr)
+};
+struct clock_inbox {
+  spin_mutex mutex;
+  std::uint64_t expected = 0;
+  std::map<std::uint64_t, clock_report_in> held;  // arrived early
 };
 
 struct dist_state final : transport::handler {
@@ -133,6 +156,10 @@ struct dist_state final : transport::handler {
   std::pmr::unordered_map<std::uint64_t, std::span<std::byte>> tickets{&pool};  // where answers to our bulk_gets go
 
   std::atomic<int> exit_code{-1};  // set by the shutdown message
+
+  // Clocks (dist_clock.cpp): per peer, the next sequence number of a report to it, and the inbox of its reports.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> clock_seq_out;
+  std::unique_ptr<clock_inbox[]> clock_in;
 
   void on_message(int src, std::span<const std::byte> bytes) override;
 
@@ -172,5 +199,14 @@ std::exception_ptr decode_exception(reader& r);
 void deliver_put(int src, reader& r);                                     // dist_copy.cpp
 void deliver_get(int src, reader& r);                                     // dist_copy.cpp
 void deliver_team(reader& r, int src, std::span<const std::byte> bytes);  // dist_team.cpp
+void deliver_clock_report(int src, reader& r);                            // dist_clock.cpp
+void clock_dist_start(dist_state& d);                                     // dist_clock.cpp
+void deliver_clock_phase(reader& r);                                      // dist_clock.cpp
+
+// ---- clock trailers (dist_clock.cpp) ----
+/// Append the length of the trailer that started at byte `start` of w.
+void end_clock_trailer(writer& w, std::size_t start);
+/// Split a message into its body and its clock trailer (serialization_error if malformed).
+std::pair<std::span<const std::byte>, std::span<const std::byte>> split_clock_trailer(std::span<const std::byte> m);
 
 }  // namespace apgas::detail

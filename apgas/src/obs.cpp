@@ -126,7 +126,13 @@ const char* const send_names[] = {"send",        "send async", "send at",     "s
 const char* const handle_names[] = {"handle",        "handle async", "handle at",     "handle at reply",
                                     "handle report", "handle shutdown", "handle team", "handle",
                                     "handle bulk put", "handle bulk get"};
+// Clock messages (kinds 20-24, dist_state.hpp).
+const char* const clock_send_names[] = {"send clocked async", "send clocked at", "send clocked at reply",
+                                        "send clock report", "send clock phase"};
+const char* const clock_handle_names[] = {"handle clocked async", "handle clocked at", "handle clocked at reply",
+                                          "handle clock report", "handle clock phase"};
 const char* name_of(const char* const (&table)[10], unsigned kind) noexcept {
+  if (kind >= 20 && kind < 25) return (&table == &send_names ? clock_send_names : clock_handle_names)[kind - 20];
   return kind < 10 ? table[kind] : table[0];
 }
 

@@ -155,7 +155,8 @@ void finish(F&& body);
 /// Run f(args...) at place `p` in the calling activity, wait for it, and return its value or rethrow its exception
 /// unchanged. `f` and `args` are copied to `p` (the shipping rule of async_at). Asyncs that f starts report to the
 /// finish that governs the caller. A kernel closure is launched as by async_at and waited for (its blocks'
-/// exceptions arrive as multiple_exceptions); at() of a kernel returns nothing.
+/// exceptions arrive as multiple_exceptions); at() of a kernel returns nothing. The body is the calling activity:
+/// its clock registrations go to `p` with it and come back (with any clock the body made, without those it dropped).
 template <class F, class... Args>
 auto at(place p, F f, Args... args) {
   if constexpr (detail::is_kernel_v<F>) {
