@@ -85,6 +85,29 @@ TEST(ClockDist, ClockedFinishOverAllPlaces) {
   });
 }
 
+// Clocked activities at every place offer to a collecting finish around the clocked finish: their messages carry
+// the collector and the clock trailer together (also through an `at` made by a clocked activity).
+TEST(ClockDist, ClockedActivitiesOfferToACollectingFinish) {
+  run_everywhere([] {
+    constexpr int phases = 4;
+    const long total = apgas::finish_collect(apgas::sum<long>(), [] {
+      apgas::clocked_finish([] {
+        for (apgas::place p : apgas::places()) {
+          apgas::clocked_async_at(p, [] {
+            for (int i = 0; i < phases; ++i) {
+              apgas::offer(1L);
+              apgas::advance_all();
+            }
+            const apgas::place next = place_at(apgas::here().id() + 1);
+            apgas::at(next, [] { apgas::offer(100L); });
+          });
+        }
+      });
+    });
+    EXPECT_EQ(total, static_cast<long>(nplaces()) * (phases + 100));
+  });
+}
+
 // Exact phases: in phase i every activity writes i into its slot at place 0, advances, and then reads every slot:
 // each must hold i (nobody can have written i+1 before everyone has read: a second clock separates the read).
 TEST(ClockDist, BarrierAcrossPlacesWithExactPhases) {
