@@ -166,3 +166,35 @@ TEST(Places, RunReportsAnExceptionOfTheMainActivity) {
   // The runtime is usable again afterwards.
   run_on(2, [] { EXPECT_EQ(apgas::here().id(), 0); });
 }
+
+// remote_array lifetimes on one place: the registry check of every home (a double free through a copy, a copy into
+// a freed or forged array) is an exception naming the array and the place, and nothing is written.
+TEST(Places, ADeadRemoteArrayIsAnExceptionNotACorruption) {
+  run_on(2, [] {
+    auto arr = apgas::make_remote_array<double>(apgas::here(), 32, 1.5);
+    auto copy = arr;
+    apgas::free_remote_array(arr);
+    try {
+      apgas::free_remote_array(copy);
+      ADD_FAILURE() << "a double free was accepted";
+    } catch (const apgas::illegal_operation_exception& e) {
+      EXPECT_NE(std::string(e.what()).find("of place 0 is not live"), std::string::npos) << e.what();
+    }
+    std::vector<double> victim(32, 7.0);
+    const auto forged =
+        apgas::remote_array<double>::from_token(0, reinterpret_cast<std::uintptr_t>(victim.data()), victim.size());
+    const std::vector<double> data(32, 1.0);
+    for (const auto& a : {forged, copy}) {
+      try {
+        apgas::finish([&] { apgas::async_copy(std::span<const double>(data), a); });
+        ADD_FAILURE() << "a copy into a dead array was accepted";
+      } catch (const apgas::multiple_exceptions& m) {
+        const auto errs = m.of_type<apgas::illegal_operation_exception>();
+        ASSERT_EQ(errs.size(), 1u);
+        EXPECT_NE(std::string(errs[0]->what()).find("not inside a live remote_array at place 0"), std::string::npos)
+            << errs[0]->what();
+      }
+    }
+    EXPECT_EQ(victim, std::vector<double>(32, 7.0));
+  });
+}
