@@ -70,6 +70,27 @@ std::string trace_buffer_expected() {
 
 std::atomic<bool> g_stats_requested{false};
 
+// Parses a GPU list into out; returns what is wrong with it, or an empty string.
+std::string parse_gpu_list(const std::string& gpus, std::vector<int>& out) {
+  if (gpus == "auto" || gpus == "all" || gpus == "none") return {};
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = gpus.find(',', start);
+    const std::string item = gpus.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const auto n = parse_uint(item);
+    if (!n || *n > static_cast<unsigned long long>(config::max_gpu_ordinal)) {
+      return "'" + item + "' is not a GPU ordinal";
+    }
+    for (int seen : out) {
+      if (seen == static_cast<int>(*n)) return "GPU " + item + " is listed twice";
+    }
+    out.push_back(static_cast<int>(*n));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return {};
+}
+
 }  // namespace
 
 void enable_stats() noexcept { g_stats_requested.store(true); }
@@ -111,11 +132,9 @@ config config::from_env() {
   }
   if (auto v = env("APGAS_GPUS")) {
     c.gpus = *v;
-    try {
-      (void)c.gpu_list();
-    } catch (const config_error&) {
-      reject("APGAS_GPUS", *v, gpus_expected());
-    }
+    std::vector<int> list;
+    const std::string problem = parse_gpu_list(*v, list);
+    if (!problem.empty()) reject("APGAS_GPUS", *v, gpus_expected() + " (" + problem + ")");
   }
   if (auto v = env("APGAS_CUDA_DMA_SLICE")) {
     const auto n = parse_bytes(*v);
@@ -162,26 +181,12 @@ config config::from_env() {
   return c;
 }
 
+
 std::vector<int> config::gpu_list() const {
   std::vector<int> out;
-  if (gpus == "auto" || gpus == "all" || gpus == "none") return out;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = gpus.find(',', start);
-    const std::string item = gpus.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const auto n = parse_uint(item);
-    if (!n || *n > static_cast<unsigned long long>(max_gpu_ordinal)) {
-      throw config_error("invalid apgas::config::gpus='" + gpus + "': '" + item + "' is not a GPU ordinal; expected " +
-                         gpus_expected());
-    }
-    for (int seen : out) {
-      if (seen == static_cast<int>(*n)) {
-        throw config_error("invalid apgas::config::gpus='" + gpus + "': GPU " + item + " is listed twice");
-      }
-    }
-    out.push_back(static_cast<int>(*n));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  const std::string problem = parse_gpu_list(gpus, out);
+  if (!problem.empty()) {
+    throw config_error("invalid apgas::config::gpus='" + gpus + "': " + problem + "; expected " + gpus_expected());
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include "obs.hpp"
 #include "scheduler.hpp"
+#include "type_name.hpp"
 
 #include <apgas/error.hpp>
 
@@ -120,13 +121,13 @@ void offer(const void* value, const std::type_info& type) {
   finish_state* fs = cur.innermost;
   while (fs != nullptr && fs->coll() == nullptr) fs = fs->parent();
   if (fs == nullptr) {
-    throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
+    throw illegal_operation_exception("apgas::offer of a value of type " + type_name(type) +
                                       ": the activity has no enclosing collecting finish (finish_collect)");
   }
   collector* c = fs->coll();
   if (*c->type != type) {
-    throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
-                                      " to a collecting finish whose reducer takes " + c->type->name());
+    throw illegal_operation_exception("apgas::offer of a value of type " + type_name(type) +
+                                      " to a collecting finish whose reducer takes " + type_name(*c->type));
   }
   std::lock_guard lock(fs->lock());
   c->combine(c->accumulator, c->reducer, value);

@@ -5,6 +5,7 @@
 #include "gpu_runtime.hpp"
 #include "obs.hpp"
 #include "scheduler.hpp"
+#include "type_name.hpp"
 
 #include <apgas/detail/gpu.hpp>
 
@@ -107,9 +108,10 @@ void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) 
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& x) {
-    std::fprintf(stderr, "apgas:   [%zu/%zu] %s: %s\n", i + 1, n, typeid(x).name(), x.what());
+    std::fprintf(stderr, "apgas:   [%zu/%zu] %s: %s\n", i + 1, n, type_name(typeid(x)).c_str(), x.what());
   } catch (...) {
-    std::fprintf(stderr, "apgas:   [%zu/%zu] an exception not derived from std::exception\n", i + 1, n);
+    std::fprintf(stderr, "apgas:   [%zu/%zu] a value of type %s (not derived from std::exception)\n", i + 1, n,
+                 current_exception_type_name().c_str());
   }
 }
 

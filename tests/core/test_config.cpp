@@ -283,6 +283,12 @@ TEST(Config, InvalidGpuSelectionsNameTheVariableAndTheValue) {
     EXPECT_NE(what.find(std::string("APGAS_GPUS='") + bad + "'"), std::string::npos) << what;
     EXPECT_NE(what.find("1023"), std::string::npos) << "the message should give the range: " << what;
   }
+  // A repeated ordinal says so (the generic "expected" text alone hid it).
+  for (const char* twice : {"0,0", "2,1,2"}) {
+    const std::string what = rejection("APGAS_GPUS", twice);
+    EXPECT_NE(what.find("is listed twice"), std::string::npos) << what;
+  }
+  EXPECT_NE(rejection("APGAS_GPUS", "0,x").find("'x' is not a GPU ordinal"), std::string::npos);
 }
 
 TEST(Config, ValidDmaSlices) {

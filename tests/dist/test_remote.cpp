@@ -276,6 +276,19 @@ TEST(Remote, AtRethrowsTheRemoteExceptionRaw) {
   });
 }
 
+TEST(Remote, AValueNotDerivedFromStdExceptionArrivesNamingItsType) {
+  run_everywhere([] {
+    const apgas::place last = apgas::places().back();
+    try {
+      apgas::at(last, [] { throw 42; });
+      ADD_FAILURE() << "throw 42 at place " << last.id() << " did not arrive";
+    } catch (const apgas::remote_error& e) {
+      EXPECT_EQ(e.type_name(), "int");
+      EXPECT_NE(std::string(e.what()).find("not derived from std::exception"), std::string::npos) << e.what();
+    }
+  });
+}
+
 TEST(Remote, AsyncsInsideARemoteAtReportToTheCallersFinish) {
   run_everywhere([] {
     std::atomic<int> done{0};

@@ -168,8 +168,11 @@ namespace detail {
 template <class T>
 void check_range(const char* what, std::size_t off, std::size_t n, std::size_t size) {
   if (off > size || n > size - off) {
-    throw bad_place_exception(std::string(what) + ": elements [" + std::to_string(off) + ", " +
-                              std::to_string(off + n) + ") are outside the array of " + std::to_string(size));
+    // [off, off + n) as a range only where off + n does not wrap around (an offset near SIZE_MAX)
+    const std::string range = n <= std::numeric_limits<std::size_t>::max() - off
+                                  ? "elements [" + std::to_string(off) + ", " + std::to_string(off + n) + ")"
+                                  : std::to_string(n) + " elements from offset " + std::to_string(off);
+    throw bad_place_exception(std::string(what) + ": " + range + " are outside the array of " + std::to_string(size));
   }
 }
 template <class T>

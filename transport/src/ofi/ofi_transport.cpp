@@ -8,6 +8,7 @@
 // may arrive in any order and are reassembled by offset. Bulk payloads are fragmented the same way and copied
 // into their target (recv_bulk) as they arrive, or held until recv_bulk names the target.
 // Threading: FI_THREAD_DOMAIN; every libfabric call is made under lock_ (send() queues, poll() makes progress).
+#include "../mpi_bootstrap.hpp"
 #include "../transports.hpp"
 
 #include <apgas/error.hpp>
@@ -83,6 +84,7 @@ class ofi_transport final : public transport {
                             std::to_string(provided) + ", apgas needs MPI_THREAD_SERIALIZED (" +
                             std::to_string(MPI_THREAD_SERIALIZED) + ")");
     }
+    check_same_transport("ofi");
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
