@@ -97,8 +97,8 @@ TEST(Config, ValidStackSizes) {
   for (auto [text, bytes] : {std::pair{"65536", std::size_t{65536}},
                              {"256K", std::size_t{256} << 10},
                              {"1M", std::size_t{1} << 20},
-                             {"16K", apgas::config::min_stack_size},  // the bounds are accepted
-                             {"16384", apgas::config::min_stack_size},
+                             {"64K", apgas::config::min_stack_size},  // the bounds are accepted
+                             {"65536", apgas::config::min_stack_size},
                              {"1G", apgas::config::max_stack_size},
                              {"1024M", apgas::config::max_stack_size}}) {
     env_guard g("APGAS_STACK_SIZE", text);
@@ -118,7 +118,7 @@ TEST(Config, InvalidThreadCountsNameTheVariableAndTheValue) {
 }
 
 TEST(Config, InvalidStackSizesNameTheVariableAndTheValue) {
-  for (const char* bad : {"0", "abc", "", "5G", "2G", "1025M", "1k", "1K", "16383", "15K", "-256K", "12Q", "K", "1MB",
+  for (const char* bad : {"0", "abc", "", "5G", "2G", "1025M", "1k", "1K", "16383", "15K", "16K", "63K", "65535", "-256K", "12Q", "K", "1MB",
                           "1.5M", "99999999999999999999", "17179869184G"}) {
     const std::string what = rejection("APGAS_STACK_SIZE", bad);
     ASSERT_FALSE(what.empty()) << "APGAS_STACK_SIZE='" << bad << "' was accepted";

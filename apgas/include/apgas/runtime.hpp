@@ -16,7 +16,9 @@ namespace apgas {
 struct config {
   static constexpr std::size_t default_stack_size = 256 * 1024;
   static constexpr int max_threads = 4096;
-  static constexpr std::size_t min_stack_size = 16 * 1024;
+  /// The floor covers the runtime's own work on an activity's stack: a waiting activity polls the transport
+  /// (libfabric's and MPI's progress functions need tens of KiB); 16 KiB overflowed inside fi_cq_read.
+  static constexpr std::size_t min_stack_size = 64 * 1024;
   static constexpr std::size_t max_stack_size = std::size_t{1} << 30;
 
   /// Worker threads of this host place (APGAS_NTHREADS); 0 means the hardware concurrency.
