@@ -149,6 +149,14 @@ config config::from_env() {
     }
     c.connect_timeout_s = static_cast<int>(*n);
   }
+  if (auto v = env("APGAS_HEARTBEAT_TIMEOUT")) {
+    const auto n = parse_uint(*v);
+    if (!n || *n > static_cast<unsigned long long>(max_heartbeat_timeout_s)) {
+      reject("APGAS_HEARTBEAT_TIMEOUT", *v,
+             "a whole number of seconds from 0 (no failure detector) to " + std::to_string(max_heartbeat_timeout_s));
+    }
+    c.heartbeat_timeout_s = static_cast<int>(*n);
+  }
   if (auto v = env("APGAS_KERNEL_CHECK")) {
     if (*v != "0" && *v != "1") reject("APGAS_KERNEL_CHECK", *v, "0 (off) or 1 (on)");
     c.kernel_check = *v == "1";
@@ -208,6 +216,10 @@ void config::validate() const {
   if (connect_timeout_s < 1 || connect_timeout_s > max_connect_timeout_s) {
     throw config_error("invalid apgas::config::connect_timeout_s=" + std::to_string(connect_timeout_s) +
                        ": expected 1 to " + std::to_string(max_connect_timeout_s) + " seconds");
+  }
+  if (heartbeat_timeout_s < 0 || heartbeat_timeout_s > max_heartbeat_timeout_s) {
+    throw config_error("invalid apgas::config::heartbeat_timeout_s=" + std::to_string(heartbeat_timeout_s) +
+                       ": expected 0 (no failure detector) to " + std::to_string(max_heartbeat_timeout_s) + " seconds");
   }
   (void)detail::obs::parse_filter(trace_filter, "apgas::config::trace_filter");
   if (trace_buffer < min_trace_buffer || trace_buffer > max_trace_buffer) {

@@ -62,6 +62,7 @@ namespace {
 
 void send(int dst, writer&& w) {
   g_messages_sent.fetch_add(1, std::memory_order_relaxed);
+  note_sent(dst);
   if (obs::on(obs::cat_message | obs::stats)) [[unlikely]] {
     send_observed(dst, w.take());
     return;
@@ -162,6 +163,8 @@ void deliver_reply(reader& r, std::span<const std::byte> bytes) {
 }  // namespace
 
 void dist_state::on_message(int src, std::span<const std::byte> message) {
+  note_heard(src);
+  if (message.size() == 1 && message[0] == static_cast<std::byte>(msg::heartbeat)) return;  // only a sign of life
   std::span<const std::byte> bytes = message;  // without the trace trailer
   bool observed = false;  // a handler span is open
   try {
@@ -196,6 +199,12 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         break;
       }
       case msg::team_contrib: deliver_team(r, src, bytes); break;
+      case msg::dead_notice: {
+        std::int32_t dead = 0;
+        r & dead;
+        if (dead >= 0 && dead < size && dead != rank) dead_place_reported(src, dead);
+        break;
+      }
       case msg::bulk_put: deliver_put(src, r); break;
       case msg::bulk_get: deliver_get(src, r); break;
       default:

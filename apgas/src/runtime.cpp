@@ -133,6 +133,10 @@ int run(const config& cfg, function_ref<void()> main) {
   } flag;
 
   transport::transport* tp = nullptr;
+  startup_watchdog_arm(cfg.connect_timeout_s);
+  struct watchdog_guard {
+    ~watchdog_guard() { startup_watchdog_disarm(); }
+  } watchdog;
   try {
     tp = &transport_for_run(cfg.connect_timeout_s);
   } catch (const config_error& e) {
@@ -164,8 +168,9 @@ int run(const config& cfg, function_ref<void()> main) {
   auto sched = std::make_unique<scheduler>(cfg);
   set_scheduler(sched.get());
   tp->barrier();  // every place is ready to receive before place 0 sends anything
+  startup_watchdog_disarm();
   obs::start(*tp, sched->size());
-  dist_start(*tp);
+  dist_start(*tp, cfg.heartbeat_timeout_s);
   gpu_start(*acc, first_gpu);
 
   // The main activity (place 0): runs `main` inside the implicit finish; its outcome is handed to this

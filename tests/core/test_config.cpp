@@ -433,3 +433,20 @@ TEST(Config, RunRefusesBadGpuVariablesWithoutRunningMain) {
   EXPECT_NE(err.find("cuda_dma_slice=1000"), std::string::npos) << err;
   EXPECT_FALSE(ran);
 }
+
+// ---- the failure detector: APGAS_HEARTBEAT_TIMEOUT ----
+TEST(Config, HeartbeatTimeouts) {
+  EXPECT_EQ(apgas::config().heartbeat_timeout_s, 5);  // the default
+  for (auto [text, n] : {std::pair{"0", 0}, {"1", 1}, {"5", 5}, {"3600", 3600}}) {
+    env_guard g("APGAS_HEARTBEAT_TIMEOUT", text);
+    EXPECT_EQ(apgas::config::from_env().heartbeat_timeout_s, n) << "APGAS_HEARTBEAT_TIMEOUT='" << text << "'";
+  }
+  for (const char* bad : {"-1", "3601", "abc", "", "5s", "1.5"}) {
+    const std::string what = rejection("APGAS_HEARTBEAT_TIMEOUT", bad);
+    ASSERT_FALSE(what.empty()) << "APGAS_HEARTBEAT_TIMEOUT='" << bad << "' was accepted";
+    EXPECT_NE(what.find("3600"), std::string::npos) << what;
+  }
+  apgas::config c;
+  c.heartbeat_timeout_s = -1;
+  EXPECT_THROW(c.validate(), apgas::config_error);
+}
