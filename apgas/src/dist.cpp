@@ -75,6 +75,18 @@ writer message_writer(std::size_t reserve) { return writer(transport::take_buffe
 
 namespace {
 
+// A message larger than the transport takes is refused before anything is sent or counted (the caller gets the
+// exception and the run goes on). Large data travels with async_copy, in pieces.
+void check_message_size(const char* what, std::size_t bytes, int dst) {
+  const std::size_t limit = g_dist->tp->max_message();
+  if (bytes > limit) {
+    throw illegal_operation_exception(std::string(what) + ": a message of " + std::to_string(bytes) +
+                                      " bytes to place " + std::to_string(dst) + " exceeds the " + g_dist->tp->name() +
+                                      " transport's limit of " + std::to_string(limit) +
+                                      " bytes; nothing was sent (copy large data with async_copy into a remote_array)");
+  }
+}
+
 // An activity that arrived in a message. Decodes its closure (and arguments) when it runs, so that a decoding
 // failure is this activity's exception.
 // The message is kept inside the task when it is small (most are: a header and a few captures), so that an arriving
@@ -117,6 +129,7 @@ struct remote_task final : task {
     reply & std::uint8_t{1};
     try {
       reinterpret_cast<at_invoker>(ser::registry::lookup(id))(r, reply);
+      check_message_size("apgas::at (its result)", reply.size(), reply_to);
     } catch (...) {
       reply.bytes().resize(status_at);
       reply & std::uint8_t{0};
@@ -250,6 +263,7 @@ static_assert(message_header_bytes == sizeof(msg) + 3 * sizeof(std::uint64_t) + 
 
 void send_async(place p, std::uint32_t id, writer&& w) {
   task& cur = require_unrestricted_activity("apgas::async_at");
+  check_message_size("apgas::async_at", w.size(), p.id());
   const fid f = count_send(*cur.innermost, p.id());
   write_header(w, msg::async_activity, f, 0, id);
   send(p.id(), std::move(w));
@@ -257,6 +271,7 @@ void send_async(place p, std::uint32_t id, writer&& w) {
 
 std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
   task& cur = require_unrestricted_activity("apgas::at");
+  check_message_size("apgas::at", w.size(), p.id());
   dist_state& d = *g_dist;
   pending_at pending;
   std::uint64_t token = 0;

@@ -1,5 +1,6 @@
-// Soak (label `stress`): mixed load over every host place for a while (APGAS_SOAK_SECONDS, default 60; two transports stay under 3 minutes on 2 cores): remote
-// asyncs and at chains, copies both ways, team operations, exceptions thrown at every place; then a clean shut-down
+// Soak (label `stress`): mixed load over every host place for a while (APGAS_SOAK_SECONDS, default 60: two
+// transports stay under 3 minutes on 2 cores): remote asyncs and at chains, copies both ways, team operations,
+// exceptions thrown at every place; then a clean shut-down
 // with every count checked: every activity sent ran exactly once, every exception arrived exactly once, every copy
 // came back intact, no copy ticket or array is left behind. Assertions on counts and data only, never on time.
 #include "support/run.hpp"
