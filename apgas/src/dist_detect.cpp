@@ -194,7 +194,17 @@ void dead_place_reported(int src, int dead) {
   declare_dead(g_dist->rank, dead, "reported by place " + std::to_string(src), false);
 }
 
-void set_peer_identities(std::vector<peer_identity> peers) { g_peers = std::move(peers); }
+void set_peer_identities(std::vector<peer_identity> peers) {
+  // A peer whose process cannot be seen from here as it described itself (another PID namespace on the same host,
+  // e.g. a container) is left to the heartbeats: pid 0.
+  const peer_identity me = my_identity();
+  for (peer_identity& p : peers) {
+    if (p.host != me.host || p.pid == me.pid) continue;
+    bool alive = false;
+    if (process_start(static_cast<long>(p.pid), alive) != p.start || !alive) p.pid = 0;
+  }
+  g_peers = std::move(peers);
+}
 
 int dead_local_peer(int rank, std::string& why) {
   if (g_peers.empty()) return -1;
