@@ -70,6 +70,27 @@ std::string trace_buffer_expected() {
 
 std::atomic<bool> g_stats_requested{false};
 
+// Parses a GPU list into out; returns what is wrong with it, or an empty string.
+std::string parse_gpu_list(const std::string& gpus, std::vector<int>& out) {
+  if (gpus == "auto" || gpus == "all" || gpus == "none") return {};
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = gpus.find(',', start);
+    const std::string item = gpus.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const auto n = parse_uint(item);
+    if (!n || *n > static_cast<unsigned long long>(config::max_gpu_ordinal)) {
+      return "'" + item + "' is not a GPU ordinal";
+    }
+    for (int seen : out) {
+      if (seen == static_cast<int>(*n)) return "GPU " + item + " is listed twice";
+    }
+    out.push_back(static_cast<int>(*n));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return {};
+}
+
 }  // namespace
 
 void enable_stats() noexcept { g_stats_requested.store(true); }
@@ -111,11 +132,9 @@ config config::from_env() {
   }
   if (auto v = env("APGAS_GPUS")) {
     c.gpus = *v;
-    try {
-      (void)c.gpu_list();
-    } catch (const config_error&) {
-      reject("APGAS_GPUS", *v, gpus_expected());
-    }
+    std::vector<int> list;
+    const std::string problem = parse_gpu_list(*v, list);
+    if (!problem.empty()) reject("APGAS_GPUS", *v, gpus_expected() + " (" + problem + ")");
   }
   if (auto v = env("APGAS_CUDA_DMA_SLICE")) {
     const auto n = parse_bytes(*v);
@@ -129,6 +148,14 @@ config config::from_env() {
              "a whole number of seconds from 1 to " + std::to_string(max_connect_timeout_s));
     }
     c.connect_timeout_s = static_cast<int>(*n);
+  }
+  if (auto v = env("APGAS_HEARTBEAT_TIMEOUT")) {
+    const auto n = parse_uint(*v);
+    if (!n || *n > static_cast<unsigned long long>(max_heartbeat_timeout_s)) {
+      reject("APGAS_HEARTBEAT_TIMEOUT", *v,
+             "a whole number of seconds from 0 (no failure detector) to " + std::to_string(max_heartbeat_timeout_s));
+    }
+    c.heartbeat_timeout_s = static_cast<int>(*n);
   }
   if (auto v = env("APGAS_KERNEL_CHECK")) {
     if (*v != "0" && *v != "1") reject("APGAS_KERNEL_CHECK", *v, "0 (off) or 1 (on)");
@@ -162,26 +189,12 @@ config config::from_env() {
   return c;
 }
 
+
 std::vector<int> config::gpu_list() const {
   std::vector<int> out;
-  if (gpus == "auto" || gpus == "all" || gpus == "none") return out;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = gpus.find(',', start);
-    const std::string item = gpus.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const auto n = parse_uint(item);
-    if (!n || *n > static_cast<unsigned long long>(max_gpu_ordinal)) {
-      throw config_error("invalid apgas::config::gpus='" + gpus + "': '" + item + "' is not a GPU ordinal; expected " +
-                         gpus_expected());
-    }
-    for (int seen : out) {
-      if (seen == static_cast<int>(*n)) {
-        throw config_error("invalid apgas::config::gpus='" + gpus + "': GPU " + item + " is listed twice");
-      }
-    }
-    out.push_back(static_cast<int>(*n));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  const std::string problem = parse_gpu_list(gpus, out);
+  if (!problem.empty()) {
+    throw config_error("invalid apgas::config::gpus='" + gpus + "': " + problem + "; expected " + gpus_expected());
   }
   return out;
 }
@@ -203,6 +216,10 @@ void config::validate() const {
   if (connect_timeout_s < 1 || connect_timeout_s > max_connect_timeout_s) {
     throw config_error("invalid apgas::config::connect_timeout_s=" + std::to_string(connect_timeout_s) +
                        ": expected 1 to " + std::to_string(max_connect_timeout_s) + " seconds");
+  }
+  if (heartbeat_timeout_s < 0 || heartbeat_timeout_s > max_heartbeat_timeout_s) {
+    throw config_error("invalid apgas::config::heartbeat_timeout_s=" + std::to_string(heartbeat_timeout_s) +
+                       ": expected 0 (no failure detector) to " + std::to_string(max_heartbeat_timeout_s) + " seconds");
   }
   (void)detail::obs::parse_filter(trace_filter, "apgas::config::trace_filter");
   if (trace_buffer < min_trace_buffer || trace_buffer > max_trace_buffer) {

@@ -64,6 +64,7 @@ namespace {
 
 void send(int dst, writer&& w) {
   g_messages_sent.fetch_add(1, std::memory_order_relaxed);
+  note_sent(dst);
   if (obs::on(obs::cat_message | obs::stats)) [[unlikely]] {
     send_observed(dst, w.take());
     return;
@@ -75,6 +76,18 @@ void send(int dst, writer&& w) {
 writer message_writer(std::size_t reserve) { return writer(transport::take_buffer(reserve)); }
 
 namespace {
+
+// A message larger than the transport takes is refused before anything is sent or counted (the caller gets the
+// exception and the run goes on). Large data travels with async_copy, in pieces.
+void check_message_size(const char* what, std::size_t bytes, int dst) {
+  const std::size_t limit = g_dist->tp->max_message();
+  if (bytes > limit) {
+    throw illegal_operation_exception(std::string(what) + ": a message of " + std::to_string(bytes) +
+                                      " bytes to place " + std::to_string(dst) + " exceeds the " + g_dist->tp->name() +
+                                      " transport's limit of " + std::to_string(limit) +
+                                      " bytes; nothing was sent (copy large data with async_copy into a remote_array)");
+  }
+}
 
 // An activity that arrived in a message. Decodes its closure (and arguments) when it runs, so that a decoding
 // failure is this activity's exception.
@@ -119,6 +132,7 @@ struct remote_task final : task {
     reply & std::uint8_t{1};
     try {
       reinterpret_cast<at_invoker>(ser::registry::lookup(id))(r, reply);
+      check_message_size("apgas::at (its result)", reply.size(), reply_to);
     } catch (...) {
       reply.bytes().resize(status_at);
       reply & std::uint8_t{0};
@@ -208,6 +222,8 @@ void deliver_reply(reader& r, std::span<const std::byte> message, bool clocked) 
 }  // namespace
 
 void dist_state::on_message(int src, std::span<const std::byte> message) {
+  note_heard(src);
+  if (message.size() == 1 && message[0] == static_cast<std::byte>(msg::heartbeat)) return;  // only a sign of life
   std::span<const std::byte> bytes = message;  // without the trace trailer
   bool observed = false;  // a handler span is open
   try {
@@ -247,6 +263,12 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         break;
       }
       case msg::team_contrib: deliver_team(r, src, bytes); break;
+      case msg::dead_notice: {
+        std::int32_t dead = 0;
+        r & dead;
+        if (dead >= 0 && dead < size && dead != rank) dead_place_reported(src, dead);
+        break;
+      }
       case msg::bulk_put: deliver_put(src, r); break;
       case msg::bulk_get: deliver_get(src, r); break;
       default:
@@ -292,6 +314,7 @@ static_assert(message_header_bytes == sizeof(msg) + 3 * sizeof(std::uint64_t) + 
 
 void send_async(place p, std::uint32_t id, writer&& w) {
   task& cur = require_unrestricted_activity("apgas::async_at");
+  check_message_size("apgas::async_at", w.size(), p.id());
   const bool coll = append_collector(*cur.innermost, w);
   fid f = count_send(*cur.innermost, p.id());
   if (coll) f.serial |= collect_flag;
@@ -301,6 +324,7 @@ void send_async(place p, std::uint32_t id, writer&& w) {
 
 std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
   task& cur = require_unrestricted_activity("apgas::at");
+  check_message_size("apgas::at", w.size(), p.id());
   dist_state& d = *g_dist;
   pending_at pending;
   std::uint64_t token = 0;
@@ -347,6 +371,7 @@ void send_raw(int dst, std::vector<std::byte> bytes) {
 
 void send_clocked_async(place p, std::uint32_t id, writer&& w, const clock* cs, std::size_t n, bool implicit) {
   task& cur = require_unrestricted_activity("apgas::clocked_async_at");
+  check_message_size("apgas::clocked_async_at", w.size(), p.id());
   const bool coll = append_collector(*cur.innermost, w);  // the trailers' order: as in send_at
   fid f = count_send(*cur.innermost, p.id());
   if (coll) f.serial |= collect_flag;

@@ -16,7 +16,11 @@ transport::transport& transport_for_run(int connect_timeout_s);
 /// A hash of the running executable's build id (or its path and size when it has none).
 std::uint64_t program_fingerprint();
 
-void dist_start(transport::transport& tp);   // before the workers start
+void dist_start(transport::transport& tp, int heartbeat_timeout_s);  // before the workers start
+/// Start-up (from the transport's creation to the start barrier) must complete within timeout_s, or the process
+/// stops with exit code 3 (a place exited before it).
+void startup_watchdog_arm(int timeout_s);
+void startup_watchdog_disarm();
 bool dist_multi_host() noexcept;
 void dist_shutdown_others(int code);          // place 0, once the main activity has ended
 int dist_wait_shutdown();                     // other places: blocks the calling (non-worker) thread

@@ -13,6 +13,7 @@
 #include <apgas/transport/transport.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -189,21 +190,43 @@ array_table& arrays() {
   return t;
 }
 
-std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n) {
-  auto& t = arrays();
-  std::lock_guard lock(t.mutex);
+std::string hex(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// The bytes [addr, addr + n) lie inside one live array (under the table's lock).
+bool inside_live_array(const array_table& t, std::uint64_t addr, std::uint64_t n) {
   auto it = t.arrays.upper_bound(static_cast<std::uintptr_t>(addr));
-  if (it != t.arrays.begin()) {
-    --it;
-    const std::uint64_t start = it->first;
-    if (addr >= start && n <= it->second && addr - start <= it->second - n) {
-      return {reinterpret_cast<std::byte*>(addr), static_cast<std::size_t>(n)};
-    }
+  if (it == t.arrays.begin()) return false;
+  --it;
+  const std::uint64_t start = it->first;
+  return addr >= start && n <= it->second && addr - start <= it->second - n;
+}
+
+[[noreturn]] void not_live(const char* what, std::uint64_t addr, std::uint64_t n, int place) {
+  throw illegal_operation_exception(std::string(what) + ": the " + std::to_string(n) + " bytes at " + hex(addr) +
+                                    " are not inside a live remote_array at place " + std::to_string(place) +
+                                    " (it was freed, or its token was not made by make_remote_array)");
+}
+
+// Called by the polling thread (no activity: the place is the process's rank).
+std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n) {
+  {
+    auto& t = arrays();
+    std::lock_guard lock(t.mutex);
+    if (!inside_live_array(t, addr, n)) not_live("apgas::async_copy", addr, n, g_dist->rank);
   }
-  throw serialization_error("apgas: a copy of " + std::to_string(n) +
-                            " bytes names memory that is not inside a live remote_array at this place");
+  return {reinterpret_cast<std::byte*>(addr), static_cast<std::size_t>(n)};
 }
 }  // namespace
+
+void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes) {
+  auto& t = arrays();
+  std::lock_guard lock(t.mutex);
+  if (!inside_live_array(t, addr, bytes)) not_live(what, addr, bytes, here_id());
+}
 
 void array_register(std::uintptr_t addr, std::size_t bytes) {
   auto& t = arrays();
@@ -214,6 +237,11 @@ void array_register(std::uintptr_t addr, std::size_t bytes) {
 void array_unregister(std::uintptr_t addr) {
   auto& t = arrays();
   std::lock_guard lock(t.mutex);
-  t.arrays.erase(addr);
+  if (t.arrays.erase(addr) == 0) {
+    throw illegal_operation_exception("apgas::free_remote_array: the remote_array at " + hex(addr) + " of place " +
+                                      std::to_string(here_id()) +
+                                      " is not live there (freed twice, e.g. through a copy of the remote_array, or "
+                                      "its token was not made by make_remote_array); nothing was freed");
+  }
 }
 }  // namespace apgas::detail

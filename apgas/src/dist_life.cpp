@@ -14,12 +14,15 @@
 #include <elf.h>
 #include <link.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -35,6 +38,8 @@ std::unique_ptr<transport::transport>& the_transport() {
   return t;
 }
 bool g_fingerprint_checked = false;
+std::atomic<int> g_rank{-1};  // this process's rank once its transport exists (for the start-up watchdog)
+void startup_watchdog_extend(int seconds);
 
 // The start-up handshake: every place sends one hello to every other place over the transport itself and polls
 // until it has heard from all of them. The collectives before it (the fingerprint allgather) may go through the
@@ -65,8 +70,20 @@ void handshake(transport::transport& t, int timeout_s) {
     if (p != t.rank()) t.send(p, {static_cast<std::byte>(msg::hello)});
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  auto next_check = std::chrono::steady_clock::now();
   while (h.missing > 0) {
     if (!t.poll(h)) {
+      if (std::chrono::steady_clock::now() >= next_check) {  // a peer on this host whose process has ended
+        next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        std::string why;
+        const int dead = dead_local_peer(t.rank(), why);
+        if (dead >= 0) {
+          std::fprintf(stderr, "apgas: start-up failed: place %d: place %d is dead (%s) before start-up completed\n",
+                       t.rank(), dead, why.c_str());
+          std::fflush(stderr);
+          std::_Exit(3);
+        }
+      }
       if (std::chrono::steady_clock::now() > deadline) {
         std::string silent;
         for (int p = 0; p < t.size(); ++p) {
@@ -92,7 +109,9 @@ void handshake(transport::transport& t, int timeout_s) {
 bool poll_hook(void* ctx) {
   auto* d = static_cast<dist_state*>(ctx);
   try {
-    return d->tp->poll(*d);
+    const bool progress = d->tp->poll(*d);
+    note_polled();
+    return progress;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "apgas: place %d: the %s transport failed: %s\n", d->rank, d->tp->name(), e.what());
     obs::emergency_dump("its transport failed");
@@ -106,33 +125,50 @@ bool poll_hook(void* ctx) {
 transport::transport& transport_for_run(int connect_timeout_s) {
   auto& t = the_transport();
   if (!t) t = transport::make_from_env();
+  g_rank.store(t->rank(), std::memory_order_release);
   if (!g_fingerprint_checked) {
     ser::registry::seal();
-    const std::uint64_t mine = ser::registry::fingerprint() ^ program_fingerprint();
-    std::vector<std::byte> all = t->allgather(std::as_bytes(std::span(&mine, 1)));
+    // Each place's build fingerprint, and who it is (for the failure detector: dist_detect.cpp).
+    struct record {
+      std::uint64_t fingerprint;
+      peer_identity id;
+    };
+    const record me{ser::registry::fingerprint() ^ program_fingerprint(), my_identity()};
+    const std::uint64_t mine = me.fingerprint;
+    std::vector<std::byte> all = t->allgather(std::as_bytes(std::span(&me, 1)));
+    std::vector<peer_identity> peers(static_cast<std::size_t>(t->size()));
     for (int p = 0; p < t->size(); ++p) {
-      std::uint64_t theirs = 0;
-      std::memcpy(&theirs, all.data() + static_cast<std::size_t>(p) * sizeof theirs, sizeof theirs);
+      record r{};
+      std::memcpy(&r, all.data() + static_cast<std::size_t>(p) * sizeof r, sizeof r);
+      const std::uint64_t theirs = r.fingerprint;
       if (theirs != mine) {
         throw transport_error("apgas: place " + std::to_string(p) + " runs a different program (build fingerprint " +
                               std::to_string(theirs) + ", place " + std::to_string(t->rank()) + " has " +
                               std::to_string(mine) + "): every process of a run must start the same binary");
       }
+      peers[static_cast<std::size_t>(p)] = r.id;
     }
-    if (t->size() > 1) handshake(*t, connect_timeout_s);
+    set_peer_identities(std::move(peers));
+    if (t->size() > 1) {
+      startup_watchdog_extend(connect_timeout_s + 5);
+      handshake(*t, connect_timeout_s);
+    }
     g_fingerprint_checked = true;
   }
   return *t;
 }
 
-void dist_start(transport::transport& tp) {
+void dist_start(transport::transport& tp, int heartbeat_timeout_s) {
   auto* d = new dist_state;
   d->tp = &tp;
   d->rank = tp.rank();
   d->size = tp.size();
   clock_dist_start(*d);
   g_dist = d;
-  if (d->size > 1) d->hook = add_progress_hook(&poll_hook, d);
+  if (d->size > 1) {
+    d->hook = add_progress_hook(&poll_hook, d);
+    detector_start(*d, heartbeat_timeout_s);
+  }
 }
 
 bool dist_multi_host() noexcept { return g_dist != nullptr && g_dist->size > 1; }
@@ -156,7 +192,79 @@ int dist_wait_shutdown() {
 
 void dist_stop() {
   dist_state* d = g_dist;
+  detector_stop();  // first: the places stop one by one from here on, and their silence is no death
   if (d->hook >= 0) remove_progress_hook(d->hook);
+}
+
+// ---- the start-up watchdog: a place that exits before start-up completes leaves the others waiting in a collective
+// of the launcher or the transport (MPI_Init, an allgather, a barrier), where no detector runs: past the connect
+// timeout the process stops with exit code 3, naming a dead place on this host where it can.
+namespace {
+struct watchdog {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool disarmed = false;
+  std::chrono::steady_clock::time_point deadline;
+  std::thread thread;
+};
+watchdog* g_watchdog = nullptr;
+
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  }
+  return -1;
+}
+}  // namespace
+
+void startup_watchdog_arm(int timeout_s) {
+  if (g_watchdog != nullptr) return;
+  auto* w = new watchdog;
+  w->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  g_watchdog = w;
+  w->thread = std::thread([w, timeout_s] {
+    std::unique_lock lock(w->mutex);
+    while (!w->disarmed && std::chrono::steady_clock::now() < w->deadline) w->cv.wait_until(lock, w->deadline);
+    if (w->disarmed) return;
+    const int known = g_rank.load(std::memory_order_acquire);
+    const int rank = known >= 0 ? known : launcher_rank();
+    std::string why;
+    const int dead = rank >= 0 ? dead_local_peer(rank, why) : -1;
+    if (dead >= 0) {
+      std::fprintf(stderr, "apgas: start-up failed: place %d: place %d is dead (%s) before start-up completed\n",
+                   rank, dead, why.c_str());
+    } else {
+      std::fprintf(stderr,
+                   "apgas: start-up failed: place %d: start-up did not complete within %d s (APGAS_CONNECT_TIMEOUT): "
+                   "a place exited before it or cannot be reached\n",
+                   rank, timeout_s);
+    }
+    std::fflush(stderr);
+    std::_Exit(3);
+  });
+}
+
+namespace {
+// The handshake has a deadline of its own, with a message that names the silent peers: the watchdog waits for it.
+void startup_watchdog_extend(int seconds) {
+  watchdog* w = g_watchdog;
+  if (w == nullptr) return;
+  std::lock_guard lock(w->mutex);
+  w->deadline = std::max(w->deadline, std::chrono::steady_clock::now() + std::chrono::seconds(seconds));
+}
+}  // namespace
+
+void startup_watchdog_disarm() {
+  watchdog* w = g_watchdog;
+  if (w == nullptr) return;
+  {
+    std::lock_guard lock(w->mutex);
+    w->disarmed = true;
+  }
+  w->cv.notify_all();
+  w->thread.join();
+  g_watchdog = nullptr;
+  delete w;
 }
 
 void dist_finalize(transport::transport& tp) {

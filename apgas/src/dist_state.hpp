@@ -19,6 +19,7 @@
 #include <memory>
 #include <memory_resource>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -40,6 +41,8 @@ enum class msg : std::uint8_t {
   bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
   bulk_get = 9,        // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
   hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message
+  heartbeat = 11,      // nothing else: a sign of life (dist_detect.cpp), sent only to a peer we sent nothing else
+  dead_notice = 12,    // i32 place: the sender found that place dead and is stopping (dist_detect.cpp)
   // Clocks across host places (dist_clock.cpp). A "clock trailer" ends a message: the registrations an activity
   // carries (clock_write_child/clock_write_moved), then u32 its length.
   clocked_async = 20,     // as async_activity, then a clock trailer
@@ -133,6 +136,8 @@ struct clock_inbox {
   std::map<std::uint64_t, clock_report_in> held;  // arrived early
 };
 
+void note_heard(int src) noexcept;  // dist_detect.cpp
+
 struct dist_state final : transport::handler {
   transport::transport* tp = nullptr;
   int rank = 0;
@@ -162,6 +167,7 @@ struct dist_state final : transport::handler {
   std::unique_ptr<clock_inbox[]> clock_in;
 
   void on_message(int src, std::span<const std::byte> bytes) override;
+  void on_traffic(int src) noexcept override { note_heard(src); }
 
   dist_state() { spare_homes.reserve(max_spare_homes); }  // home_done keeps records without allocating
   dist_state(const dist_state&) = delete;
@@ -194,6 +200,24 @@ void deliver_report(int src, reader& r);
 // ---- exceptions on the wire (dist_wire.cpp) ----
 void encode_exception(writer& w, const std::exception_ptr& e);
 std::exception_ptr decode_exception(reader& r);
+
+// ---- failure detector (dist_detect.cpp) ----
+/// Who a place is: its host (a hash of the host name and boot id), its process id and the process's start time.
+struct peer_identity {
+  std::uint64_t host;
+  std::int64_t pid;
+  std::uint64_t start;
+};
+peer_identity my_identity();
+void set_peer_identities(std::vector<peer_identity> peers);  // every place's, by rank (start-up)
+/// A peer on this host whose process has ended (why says so), or -1.
+int dead_local_peer(int rank, std::string& why);
+void detector_start(dist_state& d, int timeout_s);  // timeout_s 0: off
+void detector_stop();
+void note_heard(int src) noexcept;  // any traffic from src
+void note_sent(int dst) noexcept;   // any message to dst
+void note_polled() noexcept;        // this place polled its transport
+[[noreturn]] void dead_place_reported(int src, int dead);  // a dead_notice arrived: this place stops too
 
 // ---- the other message handlers, called by dist_state::on_message (dist.cpp) ----
 void deliver_put(int src, reader& r);                                     // dist_copy.cpp

@@ -2,6 +2,7 @@
 // report) and is rebuilt there: as the same type where it is one of apgas's or the standard library's (or a
 // registered one), as remote_error otherwise.
 #include "dist_state.hpp"
+#include "type_name.hpp"
 
 #include <apgas/error.hpp>
 #include <apgas/serialization/archive.hpp>
@@ -28,14 +29,6 @@ enum class exc : std::uint8_t {
   std_exception = 20, runtime_error, logic_error, invalid_argument, out_of_range, length_error, domain_error,
   range_error, overflow_error, underflow_error, bad_alloc, multiple = 40
 };
-
-std::string demangle(const char* name) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string s = status == 0 && d != nullptr ? d : name;
-  std::free(d);
-  return s;
-}
 
 template <class E>
 bool encode_as(writer& w, const std::exception& x, exc kind) {
@@ -81,8 +74,10 @@ void encode_exception(writer& w, const std::exception_ptr& e) {
       return;
     }
     w & exc::other & std::string(typeid(x).name()) & std::string(x.what());
-  } catch (...) {
-    w & exc::other & std::string("(not derived from std::exception)") & std::string("");
+  } catch (...) {  // e.g. throw 42: the type is named (the remote_error's type_name), the value is not sent
+    const std::type_info* t = abi::__cxa_current_exception_type();
+    w & exc::other & std::string(t != nullptr ? t->name() : "(unknown type)") &
+        std::string("a thrown value not derived from std::exception");
   }
 }
 

@@ -1,4 +1,9 @@
+#include "type_name.hpp"
+
 #include <apgas/error.hpp>
+
+#include <cxxabi.h>
+#include <cstdlib>
 
 #include <mutex>
 #include <string>
@@ -19,7 +24,7 @@ std::string describe(const std::vector<std::exception_ptr>& es) {
       s += x.what();
       break;  // the first message only: the count says there are more
     } catch (...) {
-      s += "; (a non-std exception)";
+      s += "; a value of type " + detail::current_exception_type_name() + " (not derived from std::exception)";
       break;
     }
   }
@@ -55,5 +60,20 @@ std::exception_ptr make_registered_exception(const std::string& type_name, const
   std::lock_guard lock(r.mutex);
   auto it = r.by_name.find(type_name);
   return it == r.by_name.end() ? nullptr : it->second(what);
+}
+}  // namespace apgas::detail
+
+namespace apgas::detail {
+std::string demangle(const char* mangled) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string s = status == 0 && d != nullptr ? d : mangled;
+  std::free(d);
+  return s;
+}
+
+std::string current_exception_type_name() {
+  const std::type_info* t = abi::__cxa_current_exception_type();
+  return t != nullptr ? demangle(t->name()) : std::string("an unknown type");
 }
 }  // namespace apgas::detail

@@ -2,6 +2,7 @@
 
 #include "obs.hpp"
 #include "scheduler.hpp"
+#include "type_name.hpp"
 
 #include <apgas/error.hpp>
 
@@ -119,7 +120,7 @@ void offer(const void* value, const std::type_info& type) {
   task& cur = require_activity("apgas::offer");
   finish_state* fs = cur.innermost != nullptr ? cur.innermost->collecting() : nullptr;
   if (fs == nullptr) {
-    throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
+    throw illegal_operation_exception("apgas::offer of a value of type " + type_name(type) +
                                       ": the activity has no enclosing collecting finish (finish_collect)");
   }
   if (fs->is_proxy()) {  // the collecting finish is at another place: fold into this place's partial value
@@ -128,8 +129,8 @@ void offer(const void* value, const std::type_info& type) {
   }
   collector* c = fs->coll();
   if (*c->type != type) {
-    throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
-                                      " to a collecting finish whose reducer takes " + c->type->name());
+    throw illegal_operation_exception("apgas::offer of a value of type " + type_name(type) +
+                                      " to a collecting finish whose reducer takes " + type_name(*c->type));
   }
   std::lock_guard lock(fs->lock());
   c->combine(c->accumulator, c->reducer, value);

@@ -5,6 +5,7 @@
 #include "gpu_runtime.hpp"
 #include "obs.hpp"
 #include "scheduler.hpp"
+#include "type_name.hpp"
 
 #include <apgas/detail/gpu.hpp>
 
@@ -107,9 +108,10 @@ void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) 
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& x) {
-    std::fprintf(stderr, "apgas:   [%zu/%zu] %s: %s\n", i + 1, n, typeid(x).name(), x.what());
+    std::fprintf(stderr, "apgas:   [%zu/%zu] %s: %s\n", i + 1, n, type_name(typeid(x)).c_str(), x.what());
   } catch (...) {
-    std::fprintf(stderr, "apgas:   [%zu/%zu] an exception not derived from std::exception\n", i + 1, n);
+    std::fprintf(stderr, "apgas:   [%zu/%zu] a value of type %s (not derived from std::exception)\n", i + 1, n,
+                 current_exception_type_name().c_str());
   }
 }
 
@@ -131,6 +133,10 @@ int run(const config& cfg, function_ref<void()> main) {
   } flag;
 
   transport::transport* tp = nullptr;
+  startup_watchdog_arm(cfg.connect_timeout_s);
+  struct watchdog_guard {
+    ~watchdog_guard() { startup_watchdog_disarm(); }
+  } watchdog;
   try {
     tp = &transport_for_run(cfg.connect_timeout_s);
   } catch (const config_error& e) {
@@ -162,8 +168,9 @@ int run(const config& cfg, function_ref<void()> main) {
   auto sched = std::make_unique<scheduler>(cfg);
   set_scheduler(sched.get());
   tp->barrier();  // every place is ready to receive before place 0 sends anything
+  startup_watchdog_disarm();
   obs::start(*tp, sched->size());
-  dist_start(*tp);
+  dist_start(*tp, cfg.heartbeat_timeout_s);
   gpu_start(*acc, first_gpu);
 
   // The main activity (place 0): runs `main` inside the implicit finish; its outcome is handed to this

@@ -366,10 +366,24 @@ void park(publish_fn publish, void* arg) {
     try {
       next = make_loop_fiber(w);
     } catch (const std::exception& e) {
+      // Say what limits it: usually the number of memory mappings (two per guarded stack), not the memory.
+      long maps = 0, max_maps = 0;
+      count_memory_mappings(maps, max_maps);
       std::fprintf(stderr,
-                   "apgas: cannot create a fiber for a blocking activity (%ld fibers live, %zu-byte stacks): %s; "
-                   "lower APGAS_STACK_SIZE or the number of simultaneously blocked activities\n",
+                   "apgas: cannot create a fiber for a blocking activity (%ld fibers live, %zu-byte stacks): %s; ",
                    g_live_fibers.load(std::memory_order_relaxed), the_scheduler()->stack_size(), e.what());
+      if (max_maps > 0 && maps + 16 >= max_maps) {
+        std::fprintf(stderr,
+                     "the process has %ld memory mappings, the limit vm.max_map_count is %ld (each fiber stack takes "
+                     "two): raise vm.max_map_count (sysctl) or block fewer activities at once; a smaller "
+                     "APGAS_STACK_SIZE does not help\n",
+                     maps, max_maps);
+      } else {
+        std::fprintf(stderr,
+                     "the memory for the stacks ran out (%ld memory mappings of the %ld vm.max_map_count allows): "
+                     "lower APGAS_STACK_SIZE or block fewer activities at once\n",
+                     maps, max_maps);
+      }
       std::abort();
     }
   }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -169,6 +170,19 @@ void enter_signal_stack() {
   ss.ss_sp = t_alt_stack;
   ss.ss_size = alt_stack_size;
   ::sigaltstack(&ss, nullptr);
+}
+
+void count_memory_mappings(long& maps, long& max_maps) noexcept {
+  maps = 0;
+  max_maps = 0;
+  if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    if (std::fscanf(f, "%ld", &max_maps) != 1) max_maps = 0;
+    std::fclose(f);
+  }
+  if (std::FILE* f = std::fopen("/proc/self/maps", "r")) {
+    for (int c = std::fgetc(f); c != EOF; c = std::fgetc(f)) maps += c == '\n' ? 1 : 0;
+    std::fclose(f);
+  }
 }
 
 void leave_signal_stack() {

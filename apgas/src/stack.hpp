@@ -24,5 +24,8 @@ void install_overflow_handler();
 /// Give the calling thread an alternate signal stack (the handler must not run on the overflowed stack).
 void enter_signal_stack();
 void leave_signal_stack();
+/// The process's memory mappings now (lines of /proc/self/maps) and their limit (/proc/sys/vm/max_map_count); 0
+/// where unknown. Each guarded stack takes two mappings: this, not memory, is what usually limits the fibers.
+void count_memory_mappings(long& maps, long& max_maps) noexcept;
 
 }  // namespace apgas::detail

@@ -28,6 +28,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/stat.h>
+
 #if defined(__CUDACC__)
 #define KMEANS_HD __host__ __device__
 #else
@@ -284,6 +286,11 @@ struct file_closer {
 inline std::FILE* open_points(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) throw input_error("points file '" + path + "': cannot open it: " + std::strerror(errno));
+  struct stat st{};
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {  // fopen opens a directory; reading it fails
+    std::fclose(f);
+    throw input_error("points file '" + path + "': it is a directory, not a points file");
+  }
   return f;
 }
 

@@ -97,8 +97,8 @@ TEST(Config, ValidStackSizes) {
   for (auto [text, bytes] : {std::pair{"65536", std::size_t{65536}},
                              {"256K", std::size_t{256} << 10},
                              {"1M", std::size_t{1} << 20},
-                             {"16K", apgas::config::min_stack_size},  // the bounds are accepted
-                             {"16384", apgas::config::min_stack_size},
+                             {"64K", apgas::config::min_stack_size},  // the bounds are accepted
+                             {"65536", apgas::config::min_stack_size},
                              {"1G", apgas::config::max_stack_size},
                              {"1024M", apgas::config::max_stack_size}}) {
     env_guard g("APGAS_STACK_SIZE", text);
@@ -118,7 +118,7 @@ TEST(Config, InvalidThreadCountsNameTheVariableAndTheValue) {
 }
 
 TEST(Config, InvalidStackSizesNameTheVariableAndTheValue) {
-  for (const char* bad : {"0", "abc", "", "5G", "2G", "1025M", "1k", "1K", "16383", "15K", "-256K", "12Q", "K", "1MB",
+  for (const char* bad : {"0", "abc", "", "5G", "2G", "1025M", "1k", "1K", "16383", "15K", "16K", "63K", "65535", "-256K", "12Q", "K", "1MB",
                           "1.5M", "99999999999999999999", "17179869184G"}) {
     const std::string what = rejection("APGAS_STACK_SIZE", bad);
     ASSERT_FALSE(what.empty()) << "APGAS_STACK_SIZE='" << bad << "' was accepted";
@@ -283,6 +283,12 @@ TEST(Config, InvalidGpuSelectionsNameTheVariableAndTheValue) {
     EXPECT_NE(what.find(std::string("APGAS_GPUS='") + bad + "'"), std::string::npos) << what;
     EXPECT_NE(what.find("1023"), std::string::npos) << "the message should give the range: " << what;
   }
+  // A repeated ordinal says so (the generic "expected" text alone hid it).
+  for (const char* twice : {"0,0", "2,1,2"}) {
+    const std::string what = rejection("APGAS_GPUS", twice);
+    EXPECT_NE(what.find("is listed twice"), std::string::npos) << what;
+  }
+  EXPECT_NE(rejection("APGAS_GPUS", "0,x").find("'x' is not a GPU ordinal"), std::string::npos);
 }
 
 TEST(Config, ValidDmaSlices) {
@@ -426,4 +432,21 @@ TEST(Config, RunRefusesBadGpuVariablesWithoutRunningMain) {
   err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("cuda_dma_slice=1000"), std::string::npos) << err;
   EXPECT_FALSE(ran);
+}
+
+// ---- the failure detector: APGAS_HEARTBEAT_TIMEOUT ----
+TEST(Config, HeartbeatTimeouts) {
+  EXPECT_EQ(apgas::config().heartbeat_timeout_s, 5);  // the default
+  for (auto [text, n] : {std::pair{"0", 0}, {"1", 1}, {"5", 5}, {"3600", 3600}}) {
+    env_guard g("APGAS_HEARTBEAT_TIMEOUT", text);
+    EXPECT_EQ(apgas::config::from_env().heartbeat_timeout_s, n) << "APGAS_HEARTBEAT_TIMEOUT='" << text << "'";
+  }
+  for (const char* bad : {"-1", "3601", "abc", "", "5s", "1.5"}) {
+    const std::string what = rejection("APGAS_HEARTBEAT_TIMEOUT", bad);
+    ASSERT_FALSE(what.empty()) << "APGAS_HEARTBEAT_TIMEOUT='" << bad << "' was accepted";
+    EXPECT_NE(what.find("3600"), std::string::npos) << what;
+  }
+  apgas::config c;
+  c.heartbeat_timeout_s = -1;
+  EXPECT_THROW(c.validate(), apgas::config_error);
 }

@@ -672,7 +672,17 @@ TEST(FinishCollect, WrongTypeOrNoCollectingFinishIsIllegal) {
   run_on(1, [] {
     // No collecting finish at all (the main activity's implicit finish does not collect).
     const std::string what = apgas_test::what_of<apgas::illegal_operation_exception>([] { apgas::offer(1L); });
-    EXPECT_FALSE(what.empty());
+    EXPECT_NE(what.find("apgas::offer of a value of type long:"), std::string::npos) << what;  // demangled
+    std::string wrong;
+    (void)apgas::finish_collect(apgas::sum<long>(), [&] {
+      try {
+        apgas::offer(1U);
+      } catch (const apgas::illegal_operation_exception& e) {
+        wrong = e.what();
+      }
+    });
+    EXPECT_NE(wrong.find("of type unsigned int to a collecting finish whose reducer takes long"), std::string::npos)
+        << wrong;
     try {
       apgas::finish([] { apgas::async([] { apgas::offer(1); }); });
       ADD_FAILURE() << "finish did not throw";

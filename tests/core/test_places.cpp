@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdint>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -165,4 +167,79 @@ TEST(Places, RunReportsAnExceptionOfTheMainActivity) {
   EXPECT_NE(err.find("main body failed"), std::string::npos) << err;
   // The runtime is usable again afterwards.
   run_on(2, [] { EXPECT_EQ(apgas::here().id(), 0); });
+}
+
+// remote_array lifetimes on one place: the registry check of every home (a double free through a copy, a copy into
+// a freed or forged array) is an exception naming the array and the place, and nothing is written.
+TEST(Places, ADeadRemoteArrayIsAnExceptionNotACorruption) {
+  run_on(2, [] {
+    auto arr = apgas::make_remote_array<double>(apgas::here(), 32, 1.5);
+    auto copy = arr;
+    apgas::free_remote_array(arr);
+    try {
+      apgas::free_remote_array(copy);
+      ADD_FAILURE() << "a double free was accepted";
+    } catch (const apgas::illegal_operation_exception& e) {
+      EXPECT_NE(std::string(e.what()).find("of place 0 is not live"), std::string::npos) << e.what();
+    }
+    std::vector<double> victim(32, 7.0);
+    const auto forged =
+        apgas::remote_array<double>::from_token(0, reinterpret_cast<std::uintptr_t>(victim.data()), victim.size());
+    const std::vector<double> data(32, 1.0);
+    for (const auto& a : {forged, copy}) {
+      try {
+        apgas::finish([&] { apgas::async_copy(std::span<const double>(data), a); });
+        ADD_FAILURE() << "a copy into a dead array was accepted";
+      } catch (const apgas::multiple_exceptions& m) {
+        const auto errs = m.of_type<apgas::illegal_operation_exception>();
+        ASSERT_EQ(errs.size(), 1u);
+        EXPECT_NE(std::string(errs[0]->what()).find("not inside a live remote_array at place 0"), std::string::npos)
+            << errs[0]->what();
+      }
+    }
+    EXPECT_EQ(victim, std::vector<double>(32, 7.0));
+  });
+}
+
+// Messages name what happened: an offset near SIZE_MAX is not printed as a wrapped range, and the report of a run's
+// uncaught exceptions gives demangled type names (also for a value not derived from std::exception).
+TEST(Places, OutOfRangeCopiesAtHugeOffsetsPrintSensibly) {
+  run_on(1, [] {
+    auto a = apgas::make_remote_array<int>(apgas::here(), 4);
+    std::vector<int> v(1, 0);
+    for (int way = 0; way < 2; ++way) {
+      const std::string what = apgas_test::what_of<apgas::bad_place_exception>([&] {
+        if (way == 0) apgas::async_copy(std::span<const int>(v), a, SIZE_MAX);
+        if (way == 1) apgas::async_copy(a, SIZE_MAX, std::span<int>(v));
+      });
+      EXPECT_NE(what.find("1 elements from offset 18446744073709551615 are outside the array of 4"), std::string::npos)
+          << what;
+      EXPECT_EQ(what.find(", 0)"), std::string::npos) << what;
+    }
+    EXPECT_NE(apgas_test::what_of<apgas::bad_place_exception>([&] { apgas::async_copy(std::span<const int>(v), a, 4); })
+                  .find("elements [4, 5) are outside the array of 4"),
+              std::string::npos);
+    apgas::free_remote_array(a);
+  });
+}
+
+struct my_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+TEST(Places, TheReportOfUncaughtExceptionsDemanglesTypeNames) {
+  testing::internal::CaptureStderr();
+  apgas::config cfg;
+  cfg.nthreads = 2;
+  const int rc = apgas::run(cfg, [] {
+    apgas::async([] { throw std::bad_alloc(); });
+    apgas::async([] { throw my_error("mine"); });
+    apgas::async([] { throw 42; });
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("] std::bad_alloc: "), std::string::npos) << err;
+  EXPECT_NE(err.find("] my_error: mine"), std::string::npos) << err;
+  EXPECT_NE(err.find("] a value of type int (not derived from std::exception)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("St9bad_alloc"), std::string::npos) << err;
 }

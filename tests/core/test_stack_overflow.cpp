@@ -3,6 +3,7 @@
 #include "support/run.hpp"
 
 #include <cstddef>
+#include <cstdio>
 
 namespace {
 
@@ -88,7 +89,7 @@ TEST_F(StackOverflowDeathTest, DefaultStackIsTooSmallForSixHundredKiB) {
 }
 
 TEST_F(StackOverflowDeathTest, MinimumStackSizeOverflowsEarly) {
-  EXPECT_DEATH((void)run_in_async(apgas::config::min_stack_size, [] { (void)deep(64); }), "stack overflow");
+  EXPECT_DEATH((void)run_in_async(apgas::config::min_stack_size, [] { (void)deep(128); }), "stack overflow");
 }
 
 TEST(StackOverflow, LargerStacksAllowDeeperRecursion) {
@@ -104,4 +105,36 @@ TEST(StackOverflow, ModestRecursionFitsTheDefaultStack) {
   long result = -1;
   ASSERT_EQ(run_in_async(apgas::config::default_stack_size, [&] { result = deep(150); }), 0);  // ~150 KiB
   EXPECT_EQ(result, 150L * 151L / 2);
+}
+
+namespace {
+// Each activity spawns the next, then blocks for good (a condition that never holds): one more blocked fiber per
+// activity, until no more can be made.
+void blocked_chain() {
+  apgas::async([] { blocked_chain(); });
+  apgas::when([] { return false; }, [] {});
+}
+
+long max_map_count() {
+  long v = 0;
+  if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    if (std::fscanf(f, "%ld", &v) != 1) v = 0;
+    std::fclose(f);
+  }
+  return v;
+}
+}  // namespace
+
+// At the fiber limit the abort names what limits it: the memory mappings (vm.max_map_count), not the stack size.
+TEST_F(StackOverflowDeathTest, TheFiberLimitNamesVmMaxMapCount) {
+  const long limit = max_map_count();
+  if (limit <= 0 || limit > 262144) GTEST_SKIP() << "vm.max_map_count is " << limit << ": too many fibers to reach it";
+  EXPECT_DEATH(
+      {
+        apgas::config cfg;
+        cfg.nthreads = 1;
+        cfg.stack_size = apgas::config::min_stack_size;
+        (void)apgas::run(cfg, [] { blocked_chain(); });
+      },
+      "cannot create a fiber for a blocking activity .*the limit vm.max_map_count is [0-9]+ .*raise vm.max_map_count");
 }

@@ -37,9 +37,15 @@ void* place_local_get(std::uint64_t id);
 void place_local_put(std::uint64_t id, void* obj, void (*destroy)(void*));
 void place_local_erase(std::uint64_t id);
 std::uint64_t place_local_new_id();
-/// Remote arrays of this place (bulk transfers into and out of them are bounds-checked against this registry).
+/// Remote arrays of this place: every copy into or out of one (a memcpy here or a bulk transfer from another place)
+/// is checked against this registry, and so is every free.
 void array_register(std::uintptr_t addr, std::size_t bytes);
+/// Removes the array that starts at addr; illegal_operation_exception naming the array and this place if there is
+/// none (freed twice, e.g. through a copy of the remote_array, or never made by make_remote_array).
 void array_unregister(std::uintptr_t addr);
+/// Bytes [addr, addr + bytes) lie inside one live array of this place; illegal_operation_exception naming the range
+/// and this place if not (the array was freed, or the token forged).
+void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes);
 /// Bulk copies to/from another host place, counted by the caller's innermost finish (dist_copy.cpp).
 void put_bytes(place p, std::uintptr_t to, std::span<const std::byte> data);
 void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into);
@@ -163,8 +169,11 @@ namespace detail {
 template <class T>
 void check_range(const char* what, std::size_t off, std::size_t n, std::size_t size) {
   if (off > size || n > size - off) {
-    throw bad_place_exception(std::string(what) + ": elements [" + std::to_string(off) + ", " +
-                              std::to_string(off + n) + ") are outside the array of " + std::to_string(size));
+    // [off, off + n) as a range only where off + n does not wrap around (an offset near SIZE_MAX)
+    const std::string range = n <= std::numeric_limits<std::size_t>::max() - off
+                                  ? "elements [" + std::to_string(off) + ", " + std::to_string(off + n) + ")"
+                                  : std::to_string(n) + " elements from offset " + std::to_string(off);
+    throw bad_place_exception(std::string(what) + ": " + range + " are outside the array of " + std::to_string(size));
   }
 }
 template <class T>
@@ -246,7 +255,8 @@ remote_array<T> make_remote_array(place p, std::size_t n, Gen gen) {
   return make_remote_array(p, std::span<const T>(v));
 }
 
-/// Free the array at its home; a becomes empty. The array must not be in use (no kernel or copy in flight).
+/// Free the array at its home; a becomes empty. The array must not be in use (no kernel or copy in flight). Freeing
+/// it again (through a copy of the remote_array) is an illegal_operation_exception naming the array and its home.
 template <class T>
 void free_remote_array(remote_array<T>& a) {
   if (a.token() == 0) return;
@@ -295,6 +305,7 @@ void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off
     return;
   }
   if (home == here()) {
+    detail::check_live_array("apgas::async_copy", to, src.size_bytes());
     std::memcpy(reinterpret_cast<T*>(to), src.data(), src.size_bytes());
     return;
   }
@@ -331,6 +342,7 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
     return;
   }
   if (home == here()) {
+    detail::check_live_array("apgas::async_copy", from, dst.size_bytes());
     std::memcpy(dst.data(), reinterpret_cast<const T*>(from), dst.size_bytes());
     return;
   }
@@ -353,6 +365,7 @@ void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, s
   }
   const std::uintptr_t from = src.token() + src_off * sizeof(T);
   if (!src_home.is_cuda()) {
+    detail::check_live_array("apgas::async_copy", from, n * sizeof(T));
     async_copy(std::span<const T>(reinterpret_cast<const T*>(from), n), dst, dst_off);
     return;
   }

@@ -16,7 +16,9 @@ namespace apgas {
 struct config {
   static constexpr std::size_t default_stack_size = 256 * 1024;
   static constexpr int max_threads = 4096;
-  static constexpr std::size_t min_stack_size = 16 * 1024;
+  /// The floor covers the runtime's own work on an activity's stack: a waiting activity polls the transport
+  /// (libfabric's and MPI's progress functions need tens of KiB); 16 KiB overflowed inside fi_cq_read.
+  static constexpr std::size_t min_stack_size = 64 * 1024;
   static constexpr std::size_t max_stack_size = std::size_t{1} << 30;
 
   /// Worker threads of this host place (APGAS_NTHREADS); 0 means the hardware concurrency.
@@ -42,6 +44,13 @@ struct config {
   /// Seconds each host place waits at start-up to hear from every other host place over the transport
   /// (APGAS_CONNECT_TIMEOUT, 1 to 3600); a peer not heard from by then stops start-up with a message naming it.
   int connect_timeout_s = 60;
+
+  static constexpr int max_heartbeat_timeout_s = 3600;
+  /// Seconds of silence after which a peer host place counts as dead (APGAS_HEARTBEAT_TIMEOUT, 0 to 3600; 0 turns
+  /// the failure detector off). Places send heartbeats only to peers they sent nothing else for a fifth of this;
+  /// any traffic counts as a sign of life, and silence counts only while this place polls. A peer on the same host
+  /// whose process ended is dead at once. A dead place stops every other place with exit code 3.
+  int heartbeat_timeout_s = 5;
 
   /// The checking mode of kernels on CPU places (APGAS_KERNEL_CHECK=1): a launch is held to a GPU's limits, and
   /// divergent barriers, shared-array indices outside the array and data races on shared arrays are reported as
@@ -87,8 +96,10 @@ int run_from_env(int argc, char** argv, function_ref<void()> main);
 /// stderr ("apgas: ...") and returns 1; an invalid configuration prints the config_error and returns 2.
 /// Every host place other than 0 serves until the main activity ends. Runs may follow one another in a process;
 /// they may not nest or overlap. Start-up errors of the transport (another program at a peer, an invalid or unbuilt
-/// APGAS_TRANSPORT) also return 2 with a message; if the transport fails during the run (a peer died or became
-/// unreachable), the place prints the failure and the process exits with code 3 rather than hang.
+/// APGAS_TRANSPORT) also return 2 with a message; if the transport fails during the run, or a peer place dies (the
+/// failure detector: its process on this host ended, or nothing was heard from it for APGAS_HEARTBEAT_TIMEOUT
+/// seconds), the place prints a message naming the failure or the dead place and the process exits with code 3
+/// rather than hang; so does a process whose peers do not complete start-up within APGAS_CONNECT_TIMEOUT.
 /// @code
 ///   int main(int argc, char** argv) {
 ///     return apgas::run(argc, argv, [] { apgas::finish([] { apgas::async([] { std::puts("hi"); }); }); });

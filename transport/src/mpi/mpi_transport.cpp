@@ -8,6 +8,7 @@
 // of pre-posted buffers (MPI_Test on the ring's head), delivered from there without a copy, and larger ones with
 // MPI_Improbe + MPI_Mrecv into 16-byte aligned buffers of the probed size. One thread polls at a time (polling_).
 // All active messages use two tags on a duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
+#include "../mpi_bootstrap.hpp"
 #include "../transports.hpp"
 
 #include <apgas/detail/spin_mutex.hpp>
@@ -77,6 +78,7 @@ class mpi_transport final : public transport {
                             "): initialise MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) or let apgas do it");
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    check_same_transport("mpi");
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");

@@ -8,6 +8,7 @@
 // may arrive in any order and are reassembled by offset. Bulk payloads are fragmented the same way and copied
 // into their target (recv_bulk) as they arrive, or held until recv_bulk names the target.
 // Threading: FI_THREAD_DOMAIN; every libfabric call is made under lock_ (send() queues, poll() makes progress).
+#include "../mpi_bootstrap.hpp"
 #include "../transports.hpp"
 
 #include <apgas/error.hpp>
@@ -83,6 +84,7 @@ class ofi_transport final : public transport {
                             std::to_string(provided) + ", apgas needs MPI_THREAD_SERIALIZED (" +
                             std::to_string(MPI_THREAD_SERIALIZED) + ")");
     }
+    check_same_transport("ofi");
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -206,6 +208,7 @@ class ofi_transport final : public transport {
     if (!lock_.try_lock()) return false;
     std::vector<std::pair<int, aligned_buffer>> arrived;
     std::vector<std::pair<done_fn, void*>> landed;
+    std::vector<int> traffic;
     bool progress = false;
     {
       std::lock_guard lock(lock_, std::adopt_lock);
@@ -235,7 +238,9 @@ class ofi_transport final : public transport {
         if (n < 32) break;
       }
       progress |= flush_locked();
+      traffic.swap(traffic_);
     }
+    for (int src : traffic) h.on_traffic(src);
     for (auto& [src, buf] : arrived) h.on_message(src, buf.span());
     for (auto& [d, c] : landed) d(c);
     return progress || !arrived.empty() || !landed.empty();
@@ -351,6 +356,7 @@ class ofi_transport final : public transport {
         arrived.emplace_back(src, std::move(b));
         return;
       }
+      note_traffic(src);  // a part of a larger message: a sign of life before the whole has arrived
       const auto key = std::make_pair(src, h.id);
       reassembly& r = messages_[key];
       if (r.buf.size() != h.total) r.buf = aligned_buffer(h.total);
@@ -362,6 +368,7 @@ class ofi_transport final : public transport {
       }
       return;
     }
+    note_traffic(src);
     const auto key = std::make_pair(src, static_cast<std::uint32_t>(h.id));
     bulk_in& b = bulk_[key];
     if (b.seen_header && h.total != b.total) {
@@ -384,6 +391,10 @@ class ofi_transport final : public transport {
       landed.emplace_back(b.done, b.ctx);
       bulk_.erase(key);
     }
+  }
+
+  void note_traffic(int src) {
+    if (traffic_.empty() || traffic_.back() != src) traffic_.push_back(src);
   }
 
   void drain() {
@@ -434,6 +445,7 @@ class ofi_transport final : public transport {
   std::deque<std::pair<int, op*>> pending_;
   std::set<op*> sends_in_flight_;
   std::map<std::pair<int, std::uint64_t>, reassembly> messages_;
+  std::vector<int> traffic_;  // sources of fragments taken by this poll that did not complete a message
   std::map<std::pair<int, std::uint32_t>, bulk_in> bulk_;
 
   std::mutex out_mutex_;

@@ -32,6 +32,9 @@ namespace apgas::transport {
 class handler {
  public:
   virtual void on_message(int src, std::span<const std::byte> bytes) = 0;
+  /// Part of a message from src arrived (a fragment or piece of a message not complete yet): a sign of life for
+  /// the failure detector. Called on the polling thread, without the backend's lock.
+  virtual void on_traffic(int src) noexcept { (void)src; }
 
  protected:
   ~handler() = default;

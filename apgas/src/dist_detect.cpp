@@ -1,0 +1,268 @@
+// The failure detector (docs/decisions/0013-faults-and-limits.md): a place that dies is noticed by every other
+// place, which then stops with exit code 3 and a message naming the dead place (the promise of runtime.hpp), instead
+// of waiting forever for a finish that cannot end. Three sources, all on one detector thread per process:
+//  - the transport's own errors (poll_hook, dist_life.cpp): fatal as before;
+//  - peers on this host: their process (pid and start time, exchanged at start-up) is looked up in /proc at every
+//    tick; a process that has ended (or is a zombie) is a dead place at once;
+//  - every peer: heartbeats. A place sends a heartbeat to a peer only when it sent that peer nothing else for a
+//    fifth of the timeout, and any traffic from a peer (a message, a heartbeat, a fragment of a large message)
+//    counts as a sign of life. A peer silent for the timeout (APGAS_HEARTBEAT_TIMEOUT) is dead.
+// No false positives from starvation: silence is counted only over ticks in which this place polled its transport
+// (a message that arrived but was not taken yet does not count against its sender), and a tick counts for at most
+// a few tick lengths however late the detector thread ran.
+// A later resilient mode would replace the exit in declare_dead() by marking the place dead and failing the
+// finishes that wait for it (dead_place_exception); the detection stays as it is.
+#include "dist_state.hpp"
+
+#include "obs.hpp"
+
+#include <apgas/transport/transport.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace apgas::detail {
+
+namespace {
+
+std::vector<peer_identity> g_peers;  // by rank, from the start-up exchange (identities_exchanged)
+
+struct detector {
+  dist_state* d = nullptr;
+  int timeout_s = 0;
+  std::unique_ptr<std::atomic<std::uint8_t>[]> heard;  // any traffic from the peer since the last tick
+  std::unique_ptr<std::atomic<std::uint8_t>[]> sent;   // any message to the peer since its last heartbeat check
+  std::atomic<std::uint8_t> polled{0};                 // this place polled its transport since the last tick
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread thread;
+};
+detector* g_detector = nullptr;
+
+std::uint64_t hash_text(const char* s, std::uint64_t h = 1469598103934665603ull) {
+  for (; *s != '\0'; ++s) {
+    h ^= static_cast<unsigned char>(*s);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// The start time of a process (field 22 of /proc/<pid>/stat, clock ticks since boot) and whether it is still a
+// running process (not gone, not a zombie). 0 when it cannot be read.
+std::uint64_t process_start(long pid, bool& alive) {
+  alive = false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return 0;
+  char buf[1024];
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (p == nullptr || p[1] == '\0') return 0;
+  const char state = p[2];
+  alive = state != 'Z' && state != 'X' && state != 'x';
+  // Fields from 3 (state) on; the start time is field 22.
+  int field = 3;
+  const char* q = p + 2;
+  while (*q != '\0' && field < 22) {
+    if (*q == ' ') ++field;
+    ++q;
+  }
+  return std::strtoull(q, nullptr, 10);
+}
+
+std::atomic<bool> g_declared{false};
+
+// Stops this place. The place that noticed the death first also tells the others which place died (so that a place
+// that sees this one end next does not name it instead), and gives its workers a moment to send that.
+[[noreturn]] void declare_dead(int rank, int dead, const std::string& why, bool tell_others = true) {
+  if (g_declared.exchange(true)) {  // another thread is stopping this place already
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  std::fprintf(stderr, "apgas: place %d: place %d is dead (%s); stopping this place (exit code 3)\n", rank, dead,
+               why.c_str());
+  if (tell_others && g_dist != nullptr) {
+    for (int p = 0; p < g_dist->size; ++p) {
+      if (p == rank || p == dead) continue;
+      try {
+        writer w = message_writer(16);
+        w & msg::dead_notice & static_cast<std::int32_t>(dead);
+        g_dist->tp->send(p, w.take());
+      } catch (...) {  // best effort: that place has its own detector
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  obs::emergency_dump("a place died");
+  std::fflush(stderr);
+  std::_Exit(3);
+}
+
+void run_detector(detector& det) {
+  dist_state& d = *det.d;
+  const auto tick = std::chrono::milliseconds(50);
+  const double tick_s = 0.05;
+  const double max_step_s = 4 * tick_s;  // however late this thread ran, a tick counts for at most this
+  const double heartbeat_every_s = det.timeout_s / 5.0;
+  const std::size_t n = static_cast<std::size_t>(d.size);
+  std::vector<double> silent(n, 0.0);   // seconds of detector time without traffic from the peer
+  std::vector<double> quiet(n, 0.0);    // seconds since this place last sent the peer anything
+  const std::uint64_t my_host = g_peers.empty() ? 0 : g_peers[static_cast<std::size_t>(d.rank)].host;
+  auto last = std::chrono::steady_clock::now();
+  std::unique_lock lock(det.mutex);
+  while (!det.cv.wait_for(lock, tick, [&] { return det.stop; })) {
+    const auto now = std::chrono::steady_clock::now();
+    const double step = std::min(std::chrono::duration<double>(now - last).count(), max_step_s);
+    last = now;
+    const bool polled = det.polled.exchange(0, std::memory_order_acq_rel) != 0;
+    for (std::size_t p = 0; p < n; ++p) {
+      if (static_cast<int>(p) == d.rank) continue;
+      // A peer on this host: its process.
+      if (!g_peers.empty() && g_peers[p].host == my_host && g_peers[p].pid > 0) {
+        bool alive = false;
+        const std::uint64_t start = process_start(g_peers[p].pid, alive);
+        if (!alive || start != g_peers[p].start) {
+          declare_dead(d.rank, static_cast<int>(p),
+                       "its process " + std::to_string(g_peers[p].pid) + " on this host has ended");
+        }
+      }
+      // Heartbeats: sent when the peer heard nothing else from us for a while.
+      if (det.sent[p].exchange(0, std::memory_order_acq_rel) != 0) {
+        quiet[p] = 0;
+      } else {
+        quiet[p] += step;
+        if (quiet[p] >= heartbeat_every_s) {
+          quiet[p] = 0;
+          try {
+            d.tp->send(static_cast<int>(p), {static_cast<std::byte>(msg::heartbeat)});
+          } catch (const std::exception& e) {
+            declare_dead(d.rank, static_cast<int>(p), std::string("a heartbeat could not be sent: ") + e.what());
+          }
+        }
+      }
+      // Silence, counted only while this place listened.
+      if (det.heard[p].exchange(0, std::memory_order_acq_rel) != 0) {
+        silent[p] = 0;
+      } else if (polled) {
+        silent[p] += step;
+        if (silent[p] >= det.timeout_s) {
+          char what[160];
+          std::snprintf(what, sizeof what, "nothing heard from it for %.1f s, APGAS_HEARTBEAT_TIMEOUT=%d", silent[p],
+                        det.timeout_s);
+          declare_dead(d.rank, static_cast<int>(p), what);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+peer_identity my_identity() {
+  peer_identity me{};
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::uint64_t h = hash_text(host);
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {  // the same name on two machines
+    char boot[64] = {};
+    if (std::fgets(boot, sizeof boot, f) != nullptr) h = hash_text(boot, h);
+    std::fclose(f);
+  }
+  me.host = h;
+  me.pid = static_cast<std::int64_t>(::getpid());
+  bool alive = false;
+  me.start = process_start(static_cast<long>(me.pid), alive);
+  return me;
+}
+
+void dead_place_reported(int src, int dead) {
+  if (g_dist == nullptr) std::_Exit(3);
+  declare_dead(g_dist->rank, dead, "reported by place " + std::to_string(src), false);
+}
+
+void set_peer_identities(std::vector<peer_identity> peers) {
+  // A peer whose process cannot be seen from here as it described itself (another PID namespace on the same host,
+  // e.g. a container) is left to the heartbeats: pid 0.
+  const peer_identity me = my_identity();
+  for (peer_identity& p : peers) {
+    if (p.host != me.host || p.pid == me.pid) continue;
+    bool alive = false;
+    if (process_start(static_cast<long>(p.pid), alive) != p.start || !alive) p.pid = 0;
+  }
+  g_peers = std::move(peers);
+}
+
+int dead_local_peer(int rank, std::string& why) {
+  if (g_peers.empty()) return -1;
+  const std::uint64_t my_host = g_peers[static_cast<std::size_t>(rank)].host;
+  for (std::size_t p = 0; p < g_peers.size(); ++p) {
+    if (static_cast<int>(p) == rank || g_peers[p].host != my_host || g_peers[p].pid <= 0) continue;
+    bool alive = false;
+    const std::uint64_t start = process_start(g_peers[p].pid, alive);
+    if (!alive || start != g_peers[p].start) {
+      why = "its process " + std::to_string(g_peers[p].pid) + " on this host has ended";
+      return static_cast<int>(p);
+    }
+  }
+  return -1;
+}
+
+void detector_start(dist_state& d, int timeout_s) {
+  if (d.size < 2 || timeout_s <= 0) return;
+  auto* det = new detector;
+  det->d = &d;
+  det->timeout_s = timeout_s;
+  det->heard = std::make_unique<std::atomic<std::uint8_t>[]>(static_cast<std::size_t>(d.size));
+  det->sent = std::make_unique<std::atomic<std::uint8_t>[]>(static_cast<std::size_t>(d.size));
+  for (int p = 0; p < d.size; ++p) {
+    det->heard[static_cast<std::size_t>(p)].store(1, std::memory_order_relaxed);  // start-up counts as traffic
+    det->sent[static_cast<std::size_t>(p)].store(0, std::memory_order_relaxed);
+  }
+  g_detector = det;
+  det->thread = std::thread([det] { run_detector(*det); });
+}
+
+void detector_stop() {
+  detector* det = g_detector;
+  if (det == nullptr) return;
+  {
+    std::lock_guard lock(det->mutex);
+    det->stop = true;
+  }
+  det->cv.notify_all();
+  det->thread.join();
+  g_detector = nullptr;
+  delete det;
+}
+
+void note_heard(int src) noexcept {
+  if (detector* det = g_detector; det != nullptr && src >= 0 && src < det->d->size) {
+    det->heard[static_cast<std::size_t>(src)].store(1, std::memory_order_relaxed);
+  }
+}
+
+void note_sent(int dst) noexcept {
+  if (detector* det = g_detector; det != nullptr && dst >= 0 && dst < det->d->size) {
+    det->sent[static_cast<std::size_t>(dst)].store(1, std::memory_order_relaxed);
+  }
+}
+
+void note_polled() noexcept {
+  if (detector* det = g_detector) det->polled.store(1, std::memory_order_relaxed);
+}
+
+}  // namespace apgas::detail

@@ -1,0 +1,75 @@
+// A place that dies: the last host place kills itself (SIGKILL, as `kill -9` would) while place 0 waits for it in a
+// finish; run under a launcher that keeps the survivors (mpirun --enable-recovery). Every survivor must stop with
+// exit code 3 and a message naming the dead place (the failure detector, dist_detect.cpp), never hang.
+// With the argument "early" the last process exits before apgas::run: the others must not wait forever at start-up.
+// With "stop" the victim is frozen instead (a child it forks attaches to it with ptrace): its process is still there,
+// so only the heartbeats can tell (the child kills it 8 s later, so that the launcher ends).
+// Each line the victim prints carries the time (CLOCK_REALTIME), so that the detection time can be measured.
+#include <apgas/apgas.hpp>
+
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+namespace {
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool early = argc > 1 && std::strcmp(argv[1], "early") == 0;
+  static bool stop = argc > 1 && std::strcmp(argv[1], "stop") == 0;
+  if (early) {
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (rank != nullptr && size != nullptr && std::atoi(rank) == std::atoi(size) - 1) {
+      std::fprintf(stderr, "dead_place_main: rank %s exits before start-up at %.6f\n", rank, now_s());
+      std::_Exit(0);
+    }
+  }
+  const int rc = apgas::run(argc, argv, [] {
+    const int victim = apgas::num_hosts() - 1;
+    apgas::finish([victim] {
+      // Every other place is busy too (a remote at that waits for the victim): nobody may hang.
+      for (int p = 1; p < victim; ++p) {
+        apgas::async_at(apgas::place(p), [victim] { (void)apgas::at(apgas::place(victim), [] { return 1; }); });
+      }
+      apgas::async_at(apgas::place(victim), [] {
+        if (stop) {
+          // A child freezes this process with ptrace (a launcher's SIGCONT cannot resume a traced stop), then
+          // kills it.
+          const pid_t me = ::getpid();
+          std::fprintf(stderr, "dead_place_main: place %d stops at %.6f\n", apgas::here().id(), now_s());
+          std::fflush(stderr);
+          if (::fork() == 0) {
+            if (::ptrace(PTRACE_ATTACH, me, nullptr, nullptr) == 0) {
+              int status = 0;
+              (void)::waitpid(me, &status, __WALL);
+              // Let the SIGSTOP through: every thread stops (group stop), and only this tracer could resume them.
+              (void)::ptrace(PTRACE_CONT, me, nullptr, reinterpret_cast<void*>(static_cast<long>(SIGSTOP)));
+              (void)::waitpid(me, &status, __WALL);
+            }
+            ::sleep(8);
+            ::kill(me, SIGKILL);
+            std::_Exit(0);
+          }
+          for (;;) ::pause();
+        }
+        std::fprintf(stderr, "dead_place_main: place %d dies at %.6f\n", apgas::here().id(), now_s());
+        std::fflush(stderr);
+        ::kill(::getpid(), SIGKILL);
+      });
+    });
+  });
+  std::printf("apgas::run returned %d: the dead place was not noticed\n", rc);
+  return 0;
+}
