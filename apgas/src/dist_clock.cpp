@@ -19,6 +19,8 @@
 namespace apgas::detail {
 
 void clock_dist_start(dist_state& d) {
+  static std::uint32_t runs = 0;  // start-up is one thread, before any message
+  d.clock_epoch = ++runs;
   d.clock_seq_out = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(d.size));
   d.clock_in = std::make_unique<clock_inbox[]>(static_cast<std::size_t>(d.size));
 }
@@ -30,14 +32,14 @@ std::uint64_t clock_next_seq(int home) noexcept {
 void clock_send_report(int home, std::uint64_t seq, std::uint64_t id, std::int32_t tag,
                        const std::vector<clock_delta>& ds) {
   writer w = message_writer(40 + ds.size() * 20);
-  w & msg::clock_report & seq & id & tag & static_cast<std::uint32_t>(ds.size());
+  w & msg::clock_report & g_dist->clock_epoch & seq & id & tag & static_cast<std::uint32_t>(ds.size());
   for (const auto& d : ds) w & d.place & d.reg & d.arr;
   send(home, std::move(w));
 }
 
 void clock_send_phase(int dst, std::uint64_t id, std::int32_t phase) {
   writer w = message_writer(32);
-  w & msg::clock_phase & id & phase;
+  w & msg::clock_phase & g_dist->clock_epoch & id & phase;
   send(dst, std::move(w));
 }
 
@@ -48,7 +50,9 @@ void deliver_clock_report(int src, reader& r) {
   std::uint64_t id = 0;
   std::int32_t tag = 0;
   std::uint32_t n = 0;
-  r & seq & id & tag & n;
+  std::uint32_t epoch = 0;
+  r & epoch & seq & id & tag & n;
+  if (epoch != g_dist->clock_epoch) return;  // from an earlier run of these processes (dist_state::clock_epoch)
   if (static_cast<std::size_t>(n) > static_cast<std::size_t>(g_dist->size)) {
     throw serialization_error("apgas: malformed clock report: " + std::to_string(n) + " entries for " +
                               std::to_string(g_dist->size) + " host places");
@@ -87,7 +91,9 @@ void deliver_clock_report(int src, reader& r) {
 void deliver_clock_phase(reader& r) {
   std::uint64_t id = 0;
   std::int32_t phase = 0;
-  r & id & phase;
+  std::uint32_t epoch = 0;
+  r & epoch & id & phase;
+  if (epoch != g_dist->clock_epoch) return;  // from an earlier run (dist_state::clock_epoch)
   clock_apply_phase(id, phase);
 }
 

@@ -48,8 +48,9 @@ enum class msg : std::uint8_t {
   clocked_async = 20,     // as async_activity, then a clock trailer
   clocked_at = 21,        // as at_activity, then a clock trailer (the caller's registrations, moved there)
   clocked_at_reply = 22,  // as at_reply, then a clock trailer (the registrations, moved back)
-  clock_report = 23,      // u64 seq, u64 clock, i32 phase (tag), u32 n, n * (i32 place, i64 registrations, i64 arrivals)
-  clock_phase = 24,       // u64 clock, i32 phase: the home's phase
+  clock_report = 23,      // u32 run (dist_state::clock_epoch), u64 seq, u64 clock, i32 phase (tag), u32 n,
+                          // n * (i32 place, i64 registrations, i64 arrivals)
+  clock_phase = 24,       // u32 run, u64 clock, i32 phase: the home's phase
 };
 
 // An activity message whose finish has a collecting finish in its chain (finish_state::collecting) has this bit set
@@ -165,6 +166,10 @@ struct dist_state final : transport::handler {
   // Clocks (dist_clock.cpp): per peer, the next sequence number of a report to it, and the inbox of its reports.
   std::unique_ptr<std::atomic<std::uint64_t>[]> clock_seq_out;
   std::unique_ptr<clock_inbox[]> clock_in;
+  // This process's run number (every process makes the same sequence of runs): clock reports and announcements
+  // carry it. They are the only messages nobody waits for, so one can outlive its run (a delayed drop report) and,
+  // on a transport whose next run reuses the channel, arrive in the next run: there it is stale and is dropped.
+  std::uint32_t clock_epoch = 0;
 
   void on_message(int src, std::span<const std::byte> bytes) override;
   void on_traffic(int src) noexcept override { note_heard(src); }
