@@ -1,11 +1,13 @@
 // apgas_bench_comm: communication between host places against raw MPI, in the same run, same processes.
-//   mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team]
+//   mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team|clock]
 // Prints on place 0, one line per comparison: `ratio <name> <ours/anchor> (ours <x> <unit>, anchor <y> <unit>)`:
 //   at_rtt_mpi          finish { async_at(place 1) {} } round trip  /  MPI_Send + MPI_Recv 1-byte ping-pong
 //   copy_4mib_mpi       finish { async_copy(4 MiB -> place 1) }     /  MPI_Send 4 MiB + 1-byte ack
 //   allreduce_8kib_mpi  team::allreduce of 1024 doubles              /  MPI_Allreduce of 1024 doubles
 //   team_<op>_8kib_mpi  team::<op> with 1024 doubles (8 KiB) per place /  the MPI collective of the same shape, root 0:
 //                       reduce, broadcast, gather, gatherv, scatter, scatterv, allgather, alltoall (8 KiB per block)
+//   clock_advance_np<N>_mpi  one phase of a clock made at place 0 with one activity per place, each advancing
+//                       --iters times (place 0's time per advance)  /  MPI_Barrier over the same processes
 // Each figure is the median over --repeats batches of --iters operations. The apgas runs and the raw MPI runs
 // alternate (the runtime is stopped while raw MPI runs, so neither disturbs the other). Same thread count on both
 // sides: one worker per place, as the anchor has one thread per rank (APGAS_NTHREADS overrides it).
@@ -196,6 +198,39 @@ team_times raw_team(int iters) {
 }
 
 // ---- raw MPI (every rank) ----
+// One phase of a clock spanning the places: one activity per place registered on a clock made at place 0.
+double ours_clock_advance(int iters) {
+  double per = 0;
+  apgas::run(bench_config(), [&] {
+    apgas::finish([&] {
+      const apgas::clock c = apgas::clock::make();
+      for (apgas::place p : apgas::places()) {
+        if (p == apgas::here()) continue;
+        apgas::clocked_async_at(p, {c}, [c, iters] {
+          for (int i = 0; i < 100 + iters; ++i) c.advance();
+          c.drop();
+        });
+      }
+      for (int i = 0; i < 100; ++i) c.advance();  // warm: every place has its part of the clock
+      const double t0 = now_s();
+      for (int i = 0; i < iters; ++i) c.advance();
+      per = (now_s() - t0) / iters;
+      c.drop();
+    });
+  });
+  return per;
+}
+
+double raw_barrier(int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = 0;
+  for (int i = -100; i < iters; ++i) {
+    if (i == 0) t0 = now_s();
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  return (now_s() - t0) / iters;
+}
+
 double raw_rtt(int rank) {
   char b = 0;
   MPI_Barrier(MPI_COMM_WORLD);
@@ -346,13 +381,14 @@ int main(int argc, char** argv) {
       g_iters = std::atoi(argv[++i]);
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
-      if (only != "at" && only != "copy" && only != "allreduce" && only != "team") {
-        std::fprintf(stderr, "apgas_bench_comm: --only %s: expected at, copy, allreduce or team\n", only.c_str());
+      if (only != "at" && only != "copy" && only != "allreduce" && only != "team" && only != "clock") {
+        std::fprintf(stderr, "apgas_bench_comm: --only %s: expected at, copy, allreduce, team or clock\n",
+                     only.c_str());
         return 2;
       }
     } else {
       std::fprintf(stderr,
-                   "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team]\n");
+                   "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team|clock]\n");
       return 2;
     }
   }
@@ -366,7 +402,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  std::vector<double> at_o, at_a, cp_o, cp_a, ar_o, ar_a;
+  std::vector<double> at_o, at_a, cp_o, cp_a, ar_o, ar_a, ck_o, ck_a;
   std::vector<double> tm_o[team_ops], tm_a[team_ops];
   const std::size_t mib4 = std::size_t{4} << 20;
   const char* tr = std::getenv("APGAS_TRANSPORT");
@@ -410,6 +446,10 @@ int main(int argc, char** argv) {
         tm_a[i].push_back(a.t[i] * 1e6);
       }
     }
+    if (want("clock")) {
+      ck_o.push_back(ours_clock_advance(g_iters) * 1e6);
+      ck_a.push_back(raw_barrier(g_iters) * 1e6);
+    }
   }
   if (rank == 0) {
     auto line = [](const char* name, const std::vector<double>& o, const std::vector<double>& a) {
@@ -423,6 +463,7 @@ int main(int argc, char** argv) {
       const std::string name = std::string("team_") + team_op_names[i] + "_8kib_mpi";
       line(name.c_str(), tm_o[i], tm_a[i]);
     }
+    line(("clock_advance_np" + std::to_string(size) + "_mpi").c_str(), ck_o, ck_a);
     std::fflush(stdout);
   }
   MPI_Finalize();

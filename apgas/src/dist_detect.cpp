@@ -251,7 +251,10 @@ void detector_stop() {
 
 void note_heard(int src) noexcept {
   if (detector* det = g_detector; det != nullptr && src >= 0 && src < det->d->size) {
-    det->heard[static_cast<std::size_t>(src)].store(1, std::memory_order_relaxed);
+    auto& h = det->heard[static_cast<std::size_t>(src)];
+    // Called for every message received: a load first, so that the line is written once per detector tick, not
+    // once per message.
+    if (h.load(std::memory_order_relaxed) == 0) h.store(1, std::memory_order_relaxed);
   }
 }
 

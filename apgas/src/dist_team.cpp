@@ -129,6 +129,26 @@ void team_wrong_length(const char* what, int place, std::size_t got, std::size_t
                                     std::to_string(got) + " elements, this place expects " + std::to_string(expected));
 }
 
+std::string team_counts_error(const char* what, std::span<const std::size_t> counts, int size, const char* buffer,
+                              std::size_t buffer_size, int root, std::size_t own_size, const char* own) {
+  if (counts.size() != static_cast<std::size_t>(size)) {
+    return std::string(what) + ": " + std::to_string(counts.size()) + " counts at the root for a team of " +
+           std::to_string(size);
+  }
+  std::size_t total = 0;
+  for (const std::size_t c : counts) total += c;
+  if (buffer_size != total) {
+    return std::string(what) + ": " + buffer + " " + std::to_string(buffer_size) +
+           " elements at the root, the counts add up to " + std::to_string(total);
+  }
+  const std::size_t mine = counts[static_cast<std::size_t>(root)];
+  if (mine != own_size) {
+    return std::string(what) + ": " + own + " " + std::to_string(own_size) + " elements, its count is " +
+           std::to_string(mine);
+  }
+  return {};
+}
+
 }  // namespace apgas::detail
 
 namespace apgas {

@@ -24,7 +24,9 @@ std::string describe(const std::vector<std::exception_ptr>& es) {
       s += x.what();
       break;  // the first message only: the count says there are more
     } catch (...) {
-      s += "; a value of type " + detail::current_exception_type_name() + " (not derived from std::exception)";
+      s += "; a value of type ";  // (appended piece by piece: GCC 12 warns falsely on literal + string here)
+      s += detail::current_exception_type_name();
+      s += " (not derived from std::exception)";
       break;
     }
   }
@@ -61,9 +63,7 @@ std::exception_ptr make_registered_exception(const std::string& type_name, const
   auto it = r.by_name.find(type_name);
   return it == r.by_name.end() ? nullptr : it->second(what);
 }
-}  // namespace apgas::detail
 
-namespace apgas::detail {
 std::string demangle(const char* mangled) {
   int status = 0;
   char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);

@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <numeric>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -52,6 +51,10 @@ int team_rank() noexcept;
 int team_size() noexcept;
 [[noreturn]] void team_failed(const char* what, int place, const std::vector<std::byte>& text);
 [[noreturn]] void team_wrong_length(const char* what, int place, std::size_t got, std::size_t expected);
+// The root's check of a v form's counts (gatherv: `buffer` "out", scatterv: "in"): one count per member, adding up
+// to the buffer's length, the root's own count that of its part (`own` names it). Empty when they are right.
+std::string team_counts_error(const char* what, std::span<const std::size_t> counts, int size, const char* buffer,
+                              std::size_t buffer_size, int root, std::size_t own_size, const char* own);
 }  // namespace detail
 
 /// A team of host places (X10's Team): the world team (every host place) or a sub-team made by split.
@@ -325,18 +328,8 @@ void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> o
     send_to(seq, r, std::as_bytes(mine), {});
     return;
   }
-  std::string err;
-  if (counts.size() != static_cast<std::size_t>(size_)) {
-    err = std::string(what) + ": " + std::to_string(counts.size()) + " counts at the root for a team of " +
-          std::to_string(size_);
-  } else if (const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
-             out.size() != total) {
-    err = std::string(what) + ": out holds " + std::to_string(out.size()) +
-          " elements at the root, the counts add up to " + std::to_string(total);
-  } else if (counts[static_cast<std::size_t>(r)] != mine.size()) {
-    err = std::string(what) + ": the root gives " + std::to_string(mine.size()) + " elements, its count is " +
-          std::to_string(counts[static_cast<std::size_t>(r)]);
-  }
+  const std::string err =
+      detail::team_counts_error(what, counts, size_, "out holds", out.size(), r, mine.size(), "the root gives");
   detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
   if (!err.empty()) fail(err);
   check_parts(what, tp);
@@ -391,18 +384,8 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
   const int r = root_rank(what, root);
   const std::uint64_t seq = detail::team_begin(id_, what);
   if (rank_ == r) {
-    std::string err;
-    if (counts.size() != static_cast<std::size_t>(size_)) {
-      err = std::string(what) + ": " + std::to_string(counts.size()) + " counts at the root for a team of " +
-            std::to_string(size_);
-    } else if (const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
-               in.size() != total) {
-      err = std::string(what) + ": in holds " + std::to_string(in.size()) +
-            " elements at the root, the counts add up to " + std::to_string(total);
-    } else if (counts[static_cast<std::size_t>(r)] != mine.size()) {
-      err = std::string(what) + ": the root's mine holds " + std::to_string(mine.size()) + " elements, its count is " +
-            std::to_string(counts[static_cast<std::size_t>(r)]);
-    }
+    const std::string err = detail::team_counts_error(what, counts, size_, "in holds", in.size(), r, mine.size(),
+                                                      "the root's mine holds");
     std::size_t off = 0;
     for (int i = 0; i < size_; ++i) {
       const std::size_t c = err.empty() ? counts[static_cast<std::size_t>(i)] : 0;
