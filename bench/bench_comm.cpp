@@ -1,8 +1,12 @@
 // apgas_bench_comm: communication between host places against raw MPI, in the same run, same processes.
-//   mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team|clock]
+//   mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|large|allreduce|team|clock]
+// (--only large: the two at_<n>mib_mpi lines, which the other runs leave out: they take seconds and 5 GiB.)
 // Prints on place 0, one line per comparison: `ratio <name> <ours/anchor> (ours <x> <unit>, anchor <y> <unit>)`:
 //   at_rtt_mpi          finish { async_at(place 1) {} } round trip  /  MPI_Send + MPI_Recv 1-byte ping-pong
 //   copy_4mib_mpi       finish { async_copy(4 MiB -> place 1) }     /  MPI_Send 4 MiB + 1-byte ack
+//   at_<n>mib_mpi       finish { async_at(place 1, f, v) } with a std::vector<char> v of n MiB (256: one
+//                       message; 1536: over the transports' 1 GiB, by rendezvous in pieces) / MPI_Send of n MiB +
+//                       1-byte ack (also as GB/s; ours includes encoding and decoding the argument: two copies)
 //   allreduce_8kib_mpi  team::allreduce of 1024 doubles              /  MPI_Allreduce of 1024 doubles
 //   team_<op>_8kib_mpi  team::<op> with 1024 doubles (8 KiB) per place /  the MPI collective of the same shape, root 0:
 //                       reduce, broadcast, gather, gatherv, scatter, scatterv, allgather, alltoall (8 KiB per block)
@@ -72,6 +76,22 @@ double ours_copy(std::size_t bytes, int iters) {
     for (int i = 0; i < iters; ++i) apgas::finish([&] { apgas::async_copy(std::span<const char>(src), dst); });
     per = (now_s() - t0) / iters;
     apgas::free_remote_array(dst);
+  });
+  return per;
+}
+
+double ours_large(std::size_t bytes, int iters) {
+  double per = 0;
+  apgas::run(bench_config(), [&] {
+    const std::vector<char> v(bytes, 'x');
+    const apgas::place other(1);
+    const auto sink = [](const std::vector<char>& got) {
+      if (got.size() == 1) std::abort();
+    };
+    apgas::finish([&] { apgas::async_at(other, sink, v); });
+    const double t0 = now_s();
+    for (int i = 0; i < iters; ++i) apgas::finish([&] { apgas::async_at(other, sink, v); });
+    per = (now_s() - t0) / iters;
   });
   return per;
 }
@@ -381,14 +401,15 @@ int main(int argc, char** argv) {
       g_iters = std::atoi(argv[++i]);
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
-      if (only != "at" && only != "copy" && only != "allreduce" && only != "team" && only != "clock") {
-        std::fprintf(stderr, "apgas_bench_comm: --only %s: expected at, copy, allreduce, team or clock\n",
+      if (only != "at" && only != "copy" && only != "allreduce" && only != "team" && only != "clock" &&
+          only != "large") {
+        std::fprintf(stderr, "apgas_bench_comm: --only %s: expected at, copy, large, allreduce, team or clock\n",
                      only.c_str());
         return 2;
       }
     } else {
       std::fprintf(stderr,
-                   "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|allreduce|team|clock]\n");
+                   "usage: mpirun -np 2 apgas_bench_comm [--repeats N] [--iters K] [--only at|copy|large|allreduce|team|clock]\n");
       return 2;
     }
   }
@@ -402,7 +423,8 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  std::vector<double> at_o, at_a, cp_o, cp_a, ar_o, ar_a, ck_o, ck_a;
+  std::vector<double> at_o, at_a, cp_o, cp_a, ar_o, ar_a, ck_o, ck_a, lg_o[2], lg_a[2];
+  const std::size_t large_mib[2] = {256, 1536};
   std::vector<double> tm_o[team_ops], tm_a[team_ops];
   const std::size_t mib4 = std::size_t{4} << 20;
   const char* tr = std::getenv("APGAS_TRANSPORT");
@@ -424,7 +446,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
-  const auto want = [&](const char* what) { return only.empty() || only == what; };
+  const auto want = [&](const char* what) { return only.empty() ? std::string(what) != "large" : only == what; };
   for (int r = 0; r < repeats; ++r) {
     if (want("at")) {
       at_o.push_back(ours_at_rtt() * 1e6);
@@ -433,6 +455,12 @@ int main(int argc, char** argv) {
     if (want("copy")) {
       cp_o.push_back(ours_copy(mib4, 20) * 1e6);
       cp_a.push_back(raw_copy(rank, mib4, 20) * 1e6);
+    }
+    if (want("large")) {
+      for (int k = 0; k < 2; ++k) {
+        lg_o[k].push_back(ours_large(large_mib[k] << 20, 2) * 1e6);
+        lg_a[k].push_back(raw_copy(rank, large_mib[k] << 20, 2) * 1e6);
+      }
     }
     if (want("allreduce")) {
       ar_o.push_back(ours_allreduce(g_iters / 2) * 1e6);
@@ -458,6 +486,13 @@ int main(int argc, char** argv) {
     };
     line("at_rtt_mpi", at_o, at_a);
     line("copy_4mib_mpi", cp_o, cp_a);
+    for (int k = 0; k < 2; ++k) {
+      if (lg_o[k].empty()) continue;
+      const double gb = static_cast<double>(large_mib[k] << 20) / 1e9;
+      const double o = median(lg_o[k]) / 1e6, a = median(lg_a[k]) / 1e6;
+      std::printf("ratio at_%zumib_mpi %.3f (ours %.3f s = %.2f GB/s, anchor %.3f s = %.2f GB/s)\n", large_mib[k],
+                  o / a, o, gb / o, a, gb / a);
+    }
     line("allreduce_8kib_mpi", ar_o, ar_a);
     for (int i = 0; i < team_ops; ++i) {
       const std::string name = std::string("team_") + team_op_names[i] + "_8kib_mpi";

@@ -82,10 +82,18 @@ int add_progress_hook(progress_fn fn, void* ctx, const std::atomic<int>* demand)
   return id;
 }
 
+// Idle workers try the lock back to back; one that finds g_closing set stays away, so the remover gets the lock
+// as soon as the poll in progress ends (without it, a shut-down on an oversubscribed host waited for a minute).
+std::atomic<int> g_closing{0};
+
 void remove_progress_hook(int id) {
-  std::lock_guard lock(g_hooks_mutex);
-  std::erase_if(g_hooks, [id](const hook& h) { return h.id == id; });
-  publish_locked();
+  g_closing.fetch_add(1, std::memory_order_seq_cst);
+  {
+    std::lock_guard lock(g_hooks_mutex);
+    std::erase_if(g_hooks, [id](const hook& h) { return h.id == id; });
+    publish_locked();
+  }
+  g_closing.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 // Why a worker that sleeps while this is false misses nothing: demand rises only in an activity that issues work
@@ -103,7 +111,7 @@ bool have_progress_hooks() noexcept {
 }
 
 bool poll_progress() noexcept {
-  if (!have_progress_hooks()) return false;
+  if (!have_progress_hooks() || g_closing.load(std::memory_order_acquire) != 0) return false;
   std::unique_lock lock(g_hooks_mutex, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   bool progressed = false;

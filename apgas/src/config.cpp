@@ -54,6 +54,11 @@ std::string gpus_expected() {
          std::to_string(config::max_gpu_ordinal) + " (e.g. 0,2)";
 }
 
+std::string message_piece_expected() {
+  return "0 (the transport's limit) or a byte count (optional suffix K, M or G) from " +
+         std::to_string(config::min_message_piece) + " to " + std::to_string(config::max_message_piece);
+}
+
 std::string dma_expected() {
   return "a byte count (optional suffix K, M or G), a multiple of 4096 from " + std::to_string(config::min_dma_slice) +
          " to " + std::to_string(config::max_dma_slice);
@@ -157,6 +162,13 @@ config config::from_env() {
     }
     c.heartbeat_timeout_s = static_cast<int>(*n);
   }
+  if (auto v = env("APGAS_MESSAGE_PIECE")) {
+    const auto n = parse_bytes(*v);
+    if (!n || (*n != 0 && (*n < min_message_piece || *n > max_message_piece))) {
+      reject("APGAS_MESSAGE_PIECE", *v, message_piece_expected());
+    }
+    c.message_piece = static_cast<std::size_t>(*n);
+  }
   if (auto v = env("APGAS_KERNEL_CHECK")) {
     if (*v != "0" && *v != "1") reject("APGAS_KERNEL_CHECK", *v, "0 (off) or 1 (on)");
     c.kernel_check = *v == "1";
@@ -209,6 +221,10 @@ void config::validate() const {
                        std::to_string(min_stack_size) + " to " + std::to_string(max_stack_size) + " bytes");
   }
   (void)gpu_list();
+  if (message_piece != 0 && (message_piece < min_message_piece || message_piece > max_message_piece)) {
+    throw config_error("invalid apgas::config::message_piece=" + std::to_string(message_piece) + ": expected " +
+                       message_piece_expected());
+  }
   if (cuda_dma_slice < min_dma_slice || cuda_dma_slice > max_dma_slice || cuda_dma_slice % 4096 != 0) {
     throw config_error("invalid apgas::config::cuda_dma_slice=" + std::to_string(cuda_dma_slice) + ": expected " +
                        dma_expected());

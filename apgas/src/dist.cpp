@@ -57,7 +57,7 @@ namespace {
     bytes.resize(at + sizeof flow);
     std::memcpy(bytes.data() + at, &flow, sizeof flow);
   }
-  g_dist->tp->send(dst, std::move(bytes));
+  transmit(dst, std::move(bytes));
   obs::message_send_end();
 }
 }  // namespace
@@ -69,25 +69,13 @@ void send(int dst, writer&& w) {
     send_observed(dst, w.take());
     return;
   }
-  g_dist->tp->send(dst, w.take());
+  transmit(dst, w.take());
 }
 
 // A writer for a message, on a recycled buffer (the transport hands sent buffers back: transport::recycle_buffer).
 writer message_writer(std::size_t reserve) { return writer(transport::take_buffer(reserve)); }
 
 namespace {
-
-// A message larger than the transport takes is refused before anything is sent or counted (the caller gets the
-// exception and the run goes on). Large data travels with async_copy, in pieces.
-void check_message_size(const char* what, std::size_t bytes, int dst) {
-  const std::size_t limit = g_dist->tp->max_message();
-  if (bytes > limit) {
-    throw illegal_operation_exception(std::string(what) + ": a message of " + std::to_string(bytes) +
-                                      " bytes to place " + std::to_string(dst) + " exceeds the " + g_dist->tp->name() +
-                                      " transport's limit of " + std::to_string(limit) +
-                                      " bytes; nothing was sent (copy large data with async_copy into a remote_array)");
-  }
-}
 
 // An activity that arrived in a message. Decodes its closure (and arguments) when it runs, so that a decoding
 // failure is this activity's exception.
@@ -97,8 +85,11 @@ struct remote_task final : task {
   static constexpr std::size_t inline_bytes = 128;  // sizeof(remote_task) stays within the task cache's classes
 
   explicit remote_task(std::span<const std::byte> message) : size(message.size()) {
-    if (size > inline_bytes) heap.assign(message.begin(), message.end());
-    else if (size != 0) std::memcpy(inline_, message.data(), size);
+    if (size > inline_bytes) {
+      if (!take_whole_message(message, heap)) heap.assign(message.begin(), message.end());  // (a large one: moved)
+    } else if (size != 0) {
+      std::memcpy(inline_, message.data(), size);
+    }
   }
   std::span<const std::byte> bytes() const noexcept {
     return {size > inline_bytes ? heap.data() : inline_, size};
@@ -120,7 +111,7 @@ struct remote_task final : task {
   }
 
   void invoke() override {
-    reader r(bytes());
+    reader r(bytes(), no_message_limit);
     r.skip(offset, "header");
     if (!is_at) {
       reinterpret_cast<async_invoker>(ser::registry::lookup(id))(r);
@@ -132,7 +123,6 @@ struct remote_task final : task {
     reply & std::uint8_t{1};
     try {
       reinterpret_cast<at_invoker>(ser::registry::lookup(id))(r, reply);
-      check_message_size("apgas::at (its result)", reply.size(), reply_to);
     } catch (...) {
       reply.bytes().resize(status_at);
       reply & std::uint8_t{0};
@@ -241,7 +231,7 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
       obs::message_received(src, bytes.size(), kind_byte & ~traced_kind, flow);
       observed = true;
     }
-    reader r(bytes);
+    reader r(bytes, no_message_limit);
     std::uint8_t k = 0;
     r & k;
     const auto kind = static_cast<msg>(k & ~traced_kind);
@@ -270,6 +260,8 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         break;
       }
       case msg::bulk_put: deliver_put(src, r); break;
+      case msg::large_message: deliver_large(src, r); break;
+      case msg::large_done: deliver_large_done(r); break;
       case msg::bulk_get: deliver_get(src, r); break;
       default:
         throw serialization_error("apgas: malformed message: unknown message kind " +
@@ -314,7 +306,6 @@ static_assert(message_header_bytes == sizeof(msg) + 3 * sizeof(std::uint64_t) + 
 
 void send_async(place p, std::uint32_t id, writer&& w) {
   task& cur = require_unrestricted_activity("apgas::async_at");
-  check_message_size("apgas::async_at", w.size(), p.id());
   const bool coll = append_collector(*cur.innermost, w);
   fid f = count_send(*cur.innermost, p.id());
   if (coll) f.serial |= collect_flag;
@@ -324,7 +315,6 @@ void send_async(place p, std::uint32_t id, writer&& w) {
 
 std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
   task& cur = require_unrestricted_activity("apgas::at");
-  check_message_size("apgas::at", w.size(), p.id());
   dist_state& d = *g_dist;
   pending_at pending;
   std::uint64_t token = 0;
@@ -356,7 +346,7 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
   }
   if (traced) [[unlikely]] obs::span_end(obs::cat_at);
   if (!pending.ok) {
-    reader r(pending.reply);
+    reader r(pending.reply, no_message_limit);
     std::rethrow_exception(decode_exception(r));
   }
   return std::move(pending.reply);
@@ -371,7 +361,6 @@ void send_raw(int dst, std::vector<std::byte> bytes) {
 
 void send_clocked_async(place p, std::uint32_t id, writer&& w, const clock* cs, std::size_t n, bool implicit) {
   task& cur = require_unrestricted_activity("apgas::clocked_async_at");
-  check_message_size("apgas::clocked_async_at", w.size(), p.id());
   const bool coll = append_collector(*cur.innermost, w);  // the trailers' order: as in send_at
   fid f = count_send(*cur.innermost, p.id());
   if (coll) f.serial |= collect_flag;

@@ -16,12 +16,15 @@ transport::transport& transport_for_run(int connect_timeout_s);
 /// A hash of the running executable's build id (or its path and size when it has none).
 std::uint64_t program_fingerprint();
 
-void dist_start(transport::transport& tp, int heartbeat_timeout_s);  // before the workers start
+/// Before the workers start. message_piece: config::message_piece (0: the transport's limit).
+void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t message_piece);
 /// Start-up (from the transport's creation to the start barrier) must complete within timeout_s, or the process
 /// stops with exit code 3 (a place exited before it).
 void startup_watchdog_arm(int timeout_s);
 void startup_watchdog_disarm();
 bool dist_multi_host() noexcept;
+/// How many places of the run (this one included) run on this place's host (dist_detect.cpp; 1 before start-up).
+int places_on_this_host(int rank) noexcept;
 void dist_shutdown_others(int code);          // place 0, once the main activity has ended
 int dist_wait_shutdown();                     // other places: blocks the calling (non-worker) thread
 void dist_stop();                             // before the workers stop: no more polling

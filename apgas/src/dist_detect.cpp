@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -204,6 +205,13 @@ void set_peer_identities(std::vector<peer_identity> peers) {
     if (process_start(static_cast<long>(p.pid), alive) != p.start || !alive) p.pid = 0;
   }
   g_peers = std::move(peers);
+}
+
+int places_on_this_host(int rank) noexcept {
+  if (g_peers.empty()) return 1;
+  const std::uint64_t my_host = g_peers[static_cast<std::size_t>(rank)].host;
+  return static_cast<int>(std::count_if(g_peers.begin(), g_peers.end(),
+                                        [my_host](const peer_identity& p) { return p.host == my_host; }));
 }
 
 int dead_local_peer(int rank, std::string& why) {

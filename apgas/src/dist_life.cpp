@@ -109,8 +109,12 @@ void handshake(transport::transport& t, int timeout_s) {
 bool poll_hook(void* ctx) {
   auto* d = static_cast<dist_state*>(ctx);
   try {
-    const bool progress = d->tp->poll(*d);
+    bool progress = d->tp->poll(*d);
     note_polled();
+    if (d->large_ready_count.load(std::memory_order_acquire) != 0) {
+      deliver_landed_large(*d);
+      progress = true;
+    }
     return progress;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "apgas: place %d: the %s transport failed: %s\n", d->rank, d->tp->name(), e.what());
@@ -158,9 +162,10 @@ transport::transport& transport_for_run(int connect_timeout_s) {
   return *t;
 }
 
-void dist_start(transport::transport& tp, int heartbeat_timeout_s) {
+void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t message_piece) {
   auto* d = new dist_state;
   d->tp = &tp;
+  d->piece_bytes = message_piece == 0 ? tp.max_message() : std::min(message_piece, tp.max_message());
   d->rank = tp.rank();
   d->size = tp.size();
   clock_dist_start(*d);

@@ -43,6 +43,8 @@ enum class msg : std::uint8_t {
   hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message
   heartbeat = 11,      // nothing else: a sign of life (dist_detect.cpp), sent only to a peer we sent nothing else
   dead_notice = 12,    // i32 place: the sender found that place dead and is stopping (dist_detect.cpp)
+  large_message = 13,  // u64 id, u64 bytes, u64 piece bytes, u64 n, n * u32 bulk tag: a message in n bulk pieces
+  large_done = 14,     // u64 id: the large message has landed, its sender may free it (dist_large.cpp)
   // Clocks across host places (dist_clock.cpp). A "clock trailer" ends a message: the registrations an activity
   // carries (clock_write_child/clock_write_moved), then u32 its length.
   clocked_async = 20,     // as async_activity, then a clock trailer
@@ -139,6 +141,8 @@ struct clock_inbox {
 
 void note_heard(int src) noexcept;  // dist_detect.cpp
 
+struct large_in;  // a large message being received (dist_large.cpp)
+
 struct dist_state final : transport::handler {
   transport::transport* tp = nullptr;
   int rank = 0;
@@ -162,6 +166,13 @@ struct dist_state final : transport::handler {
   std::pmr::unordered_map<std::uint64_t, std::span<std::byte>> tickets{&pool};  // where answers to our bulk_gets go
 
   std::atomic<int> exit_code{-1};  // set by the shutdown message
+
+  // Large messages (dist_large.cpp). piece_bytes: messages larger than this go by rendezvous in pieces of this size.
+  std::size_t piece_bytes = 0;
+  std::atomic<std::uint64_t> next_large{1};
+  std::map<std::uint64_t, std::vector<std::byte>> large_out;  // sent, kept until the receiver's large_done
+  std::vector<large_in*> large_ready;                          // landed here, to be delivered by the poll hook
+  std::atomic<std::size_t> large_ready_count{0};
 
   // Clocks (dist_clock.cpp): per peer, the next sequence number of a report to it, and the inbox of its reports.
   std::unique_ptr<std::atomic<std::uint64_t>[]> clock_seq_out;
@@ -188,6 +199,18 @@ extern dist_state* g_dist;
 // ---- sending (dist.cpp) ----
 void send(int dst, writer&& w);
 writer message_writer(std::size_t reserve);
+/// Messages have no size limit but memory: readers over them take this limit.
+inline constexpr std::size_t no_message_limit = SIZE_MAX;
+
+// ---- large messages (dist_large.cpp) ----
+/// Hands an encoded message to the transport, by rendezvous in pieces when it is larger than piece_bytes.
+void transmit(int dst, std::vector<std::byte> bytes);
+void deliver_large(int src, reader& r);
+void deliver_large_done(reader& r);
+/// Delivers the large messages whose pieces have all landed (the poll hook, after the transport's poll).
+void deliver_landed_large(dist_state& d);
+/// While a large message is delivered: `bytes` (a prefix of it) is taken over into `into` without a copy.
+bool take_whole_message(std::span<const std::byte> bytes, std::vector<std::byte>& into) noexcept;
 
 struct fid {
   std::uint64_t home;

@@ -165,12 +165,12 @@ int run(const config& cfg, function_ref<void()> main) {
   }
   const int first_gpu = t.num_hosts + t.gpus_before_here;
   set_tree(std::move(t));
-  auto sched = std::make_unique<scheduler>(cfg);
+  auto sched = std::make_unique<scheduler>(cfg, places_on_this_host(tp->rank()));
   set_scheduler(sched.get());
   tp->barrier();  // every place is ready to receive before place 0 sends anything
   startup_watchdog_disarm();
   obs::start(*tp, sched->size());
-  dist_start(*tp, cfg.heartbeat_timeout_s);
+  dist_start(*tp, cfg.heartbeat_timeout_s, cfg.message_piece);
   gpu_start(*acc, first_gpu);
 
   // The main activity (place 0): runs `main` inside the implicit finish; its outcome is handed to this

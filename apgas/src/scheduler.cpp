@@ -6,10 +6,16 @@
 
 #include <apgas/error.hpp>
 
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace apgas::detail {
@@ -19,8 +25,23 @@ std::atomic<scheduler*> g_scheduler{nullptr};
 thread_local worker* t_worker = nullptr;
 std::atomic<long> g_live_fibers{0};  // for diagnostics
 
-// Spin rounds an idle worker makes (each a full scan of the deques) before it goes to sleep.
+// Spin rounds an idle worker makes before it goes to sleep (each a look at every deque but the last ones, which
+// visit a few: a scan of 2048 workers per round made 2048 idle workers take seconds to start). On an oversubscribed
+// host a spinning worker takes the CPU from one with work: few rounds, each ending with a yield.
 constexpr int idle_spin_rounds = 256;
+constexpr int oversubscribed_spin_rounds = 16;
+constexpr std::size_t steal_victims = 8;  // per round, beyond the first round of each search
+// The idle poller's naps (with a polled backend): from the first, doubled after each fruitless one up to the cap
+// (on an oversubscribed host; otherwise the CPUs are there to spare and the nap stays short, for latency).
+constexpr int first_nap_us = 50;
+constexpr int oversubscribed_nap_cap_us = 1000;
+
+int usable_cpus() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 // Stack allocator that also tells the sanitizers where the new stack is.
 struct marking_allocator {
@@ -156,9 +177,14 @@ task& require_unrestricted_activity(const char* what) {
   return t;
 }
 
-scheduler::scheduler(const config& cfg) : stack_size_(cfg.stack_size), kernel_check_(cfg.kernel_check) {
+scheduler::scheduler(const config& cfg, int places_on_host)
+    : stack_size_(cfg.stack_size), kernel_check_(cfg.kernel_check) {
   install_overflow_handler();
   const int n = cfg.nthreads > 0 ? cfg.nthreads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // This process's workers against the CPUs it may use, and all places' workers against the host's CPUs (a
+  // launcher that binds each process to its own CPUs makes the first the one that counts).
+  const long host_cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  oversubscribed_ = n > usable_cpus() || static_cast<long>(places_on_host) * n > host_cpus;
   workers_.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     auto w = std::make_unique<worker>();
@@ -247,14 +273,14 @@ work_deque::item scheduler::take_injected() {
   return it;
 }
 
-work_deque::item scheduler::steal_round(worker* w) {
+work_deque::item scheduler::steal_round(worker* w, std::size_t victims) {
   const std::size_t n = workers_.size();
   if (n < 2) return 0;
   w->rng ^= w->rng << 13;
   w->rng ^= w->rng >> 7;
   w->rng ^= w->rng << 17;
   const std::size_t start = static_cast<std::size_t>(w->rng % n);
-  for (std::size_t k = 0; k < n; ++k) {
+  for (std::size_t k = 0; k < std::min(n, victims); ++k) {
     worker* v = workers_[(start + k) % n].get();
     if (v == w) continue;
     if (const work_deque::item it = v->deque.steal()) return it;
@@ -299,15 +325,17 @@ bool poll_until(bool (*done)(const void* ctx), const void* ctx) noexcept {
 
 work_deque::item scheduler::find_work(worker* w) {
   obs::idle_timer idle;  // (statistics: the time from the first fruitless round to the item found)
+  const int spin_rounds = oversubscribed_ ? oversubscribed_spin_rounds : idle_spin_rounds;
   for (int round = 0;; ++round) {
-    if (const work_deque::item it = w->pop()) return it;
-    if (const work_deque::item it = take_injected()) return it;
-    if (const work_deque::item it = steal_round(w)) {
+    if (const work_deque::item it = w->pop()) return found(w, it);
+    if (const work_deque::item it = take_injected()) return found(w, it);
+    if (const work_deque::item it = steal_round(w, round == 0 ? SIZE_MAX : steal_victims)) {
       if (obs::on(obs::stats) && !is_fiber(it)) obs::stolen();
-      return it;
+      return found(w, it);
     }
     idle.begin();
     if (poll_progress()) {
+      w->nap_us = 0;
       round = 0;
       continue;
     }
@@ -315,15 +343,30 @@ work_deque::item scheduler::find_work(worker* w) {
     // With a polled backend, poll back to back (the poll is the back-off: a message is taken within a poll's time);
     // spin for about as long in both cases before napping.
     const bool polled = have_progress_hooks();
-    if (round < (polled ? 32 * idle_spin_rounds : idle_spin_rounds)) {
-      if (!polled) {
+    if (round < (polled && !oversubscribed_ ? 32 * spin_rounds : spin_rounds)) {
+      if (oversubscribed_) {
+        std::this_thread::yield();
+      } else if (!polled) {
         for (int i = 0; i < 32; ++i) APGAS_DETAIL_CPU_RELAX();
       }
       continue;
     }
-    if (const work_deque::item it = idle_wait(w)) return it;
+    if (const work_deque::item it = idle_wait(w)) return found(w, it);
     round = 0;
   }
+}
+
+// Polled backends need attention even when no one notifies a worker, so one idle worker (the poller) naps and
+// polls; the others sleep until notified. The poller gives the role up when it finds work, with a notify, so that
+// a sleeper takes it over while it runs that work (dispatching a message makes work, which notifies as well).
+work_deque::item scheduler::found(worker* w, work_deque::item it) noexcept {
+  w->nap_us = 0;
+  int me = w->index;
+  if (poller_.load(std::memory_order_relaxed) == me &&
+      poller_.compare_exchange_strong(me, -1, std::memory_order_acq_rel)) {
+    notify();
+  }
+  return it;
 }
 
 work_deque::item scheduler::idle_wait(worker* w) {
@@ -332,10 +375,21 @@ work_deque::item scheduler::idle_wait(worker* w) {
   work_deque::item it = take_injected();
   if (it == 0) it = steal_round(w);
   if (it == 0 && !stopping_.load(std::memory_order_seq_cst)) {
-    if (have_progress_hooks()) {
-      // Polled backends need attention even when no one notifies us: nap, never sleep indefinitely.
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    int none = -1;
+    const bool mine = poller_.load(std::memory_order_relaxed) == w->index;
+    if (have_progress_hooks() &&
+        (mine || poller_.compare_exchange_strong(none, w->index, std::memory_order_acq_rel))) {
+      w->nap_us = w->nap_us == 0 ? first_nap_us
+                                 : std::min(2 * w->nap_us, oversubscribed_ ? oversubscribed_nap_cap_us : first_nap_us);
+      std::this_thread::sleep_for(std::chrono::microseconds(w->nap_us));
     } else {
+      if (mine) {
+        // Nothing needs polling now (a demand-driven hook's demand fell to 0): give the role up before sleeping, and
+        // wake every sleeper, since one may have found polling needed while this worker still held the role.
+        poller_.store(-1, std::memory_order_seq_cst);
+        epoch_.fetch_add(1, std::memory_order_seq_cst);
+        epoch_.notify_all();
+      }
       epoch_.wait(e, std::memory_order_seq_cst);
     }
   }

@@ -65,6 +65,7 @@ struct worker {
   handoff pending;                      // set by a switching fiber, completed by the one it switches to
   std::uint64_t rng = 0;
   bool solo = false;                    // the only worker: no thief and no other sleeper exist
+  int nap_us = 0;                       // the idle poller's next nap (grows while naps are fruitless)
   std::thread thread;
 
   /// Pop from the own deque (no fence when solo).
@@ -73,7 +74,9 @@ struct worker {
 
 class scheduler {
  public:
-  explicit scheduler(const config& cfg);
+  /// places_on_host: how many places of the run share this host (with cfg.nthreads, whether the host's CPUs are
+  /// oversubscribed: then idle workers back off instead of spinning, see find_work).
+  explicit scheduler(const config& cfg, int places_on_host = 1);
   ~scheduler();  // stops and joins the workers; every activity must have ended
   /// Start the worker threads (after set_scheduler(this): workers read it).
   void start();
@@ -100,12 +103,18 @@ class scheduler {
 
  private:
   work_deque::item take_injected();
-  work_deque::item steal_round(worker* w);
+  /// Tries `victims` deques (all by default) from a random one on.
+  work_deque::item steal_round(worker* w, std::size_t victims = SIZE_MAX);
   work_deque::item idle_wait(worker* w);
+  work_deque::item found(worker* w, work_deque::item it) noexcept;
   void worker_main(worker* w);
 
   std::size_t stack_size_;
   bool kernel_check_;
+  bool oversubscribed_ = false;  // more workers on this host (all places) than CPUs this process may use
+  // The idle poller: with a polled backend, one idle worker at a time naps and polls (the one whose index this
+  // holds, -1: none); the other idle workers sleep until notified, so that idle places do not burn the CPUs.
+  alignas(64) std::atomic<int> poller_{-1};
   std::vector<std::unique_ptr<worker>> workers_;
   spin_mutex inject_mutex_;
   std::deque<work_deque::item> injected_;

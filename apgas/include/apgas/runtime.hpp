@@ -52,6 +52,14 @@ struct config {
   /// whose process ended is dead at once. A dead place stops every other place with exit code 3.
   int heartbeat_timeout_s = 5;
 
+  static constexpr std::size_t min_message_piece = std::size_t{64} << 10;
+  static constexpr std::size_t max_message_piece = std::size_t{1} << 30;
+  /// Messages between host places (activities with their captures and arguments, results, replies) have no size
+  /// limit but memory. One larger than this many bytes travels by rendezvous: announced in a small message, its
+  /// bytes then move in pieces of this size through the transport's bulk path (no copy where the transport can)
+  /// (APGAS_MESSAGE_PIECE; suffixes K, M, G; 64 KiB to 1 GiB; 0, the default: the transport's limit, 1 GiB).
+  std::size_t message_piece = 0;
+
   /// The checking mode of kernels on CPU places (APGAS_KERNEL_CHECK=1): a launch is held to a GPU's limits, and
   /// divergent barriers, shared-array indices outside the array and data races on shared arrays are reported as
   /// kernel_check_error (apgas/kernel.hpp). Costs time; off by default.

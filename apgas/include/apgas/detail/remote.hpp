@@ -115,7 +115,7 @@ auto remote_at(place p, const F& f, const Args&... args) {
   ((void)(w & args), ...);
   std::vector<std::byte> reply = send_at(p, ser::registry::id_of(at_entry<F, Args...>::handle), std::move(w));
   if constexpr (!std::is_void_v<R>) {
-    return deserialize<std::decay_t<R>>(reply);
+    return deserialize<std::decay_t<R>>(reply, SIZE_MAX);  // (results have no size limit but memory)
   }
 }
 
