@@ -19,9 +19,12 @@ std::uint64_t program_fingerprint();
 /// Before the workers start. message_piece: config::message_piece (0: the transport's limit).
 void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t message_piece);
 /// Start-up (from the transport's creation to the start barrier) must complete within timeout_s, or the process
-/// stops with exit code 3 (a place exited before it).
+/// stops with exit code 3 (a place exited before it); a place on this host found dead stops it at once.
 void startup_watchdog_arm(int timeout_s);
-void startup_watchdog_disarm();
+/// Shut-down (from dist_stop to the final barrier): a place on this host dead for confirm_s seconds (< 0: not looked
+/// for) stops the process with exit code 3 naming it, and so does the deadline (timeout_s; 0: none).
+void shutdown_watchdog_arm(int timeout_s, int confirm_s);
+void watchdog_disarm();  // either one
 bool dist_multi_host() noexcept;
 /// How many places of the run (this one included) run on this place's host (dist_detect.cpp; 1 before start-up).
 int places_on_this_host(int rank) noexcept;

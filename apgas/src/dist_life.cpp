@@ -201,15 +201,22 @@ void dist_stop() {
   if (d->hook >= 0) remove_progress_hook(d->hook);
 }
 
-// ---- the start-up watchdog: a place that exits before start-up completes leaves the others waiting in a collective
-// of the launcher or the transport (MPI_Init, an allgather, a barrier), where no detector runs: past the connect
-// timeout the process stops with exit code 3, naming a dead place on this host where it can.
+// ---- the watchdog of start-up and shut-down: a place that exits before start-up completes, or during shut-down
+// (where the failure detector no longer runs: places stop polling one by one), leaves the others waiting in a
+// collective of the launcher or the transport (MPI_Init, an allgather, a barrier). The watchdog thread looks every
+// 100 ms for a dead place on this host (once the places' identities are known) and stops the process with exit
+// code 3 naming it — at once during start-up; during shut-down once it has stayed dead for confirm_s seconds while
+// this place is still not through (a peer that passed the final barrier may exit normally a moment before this
+// place does) — and past the deadline (if any) stops it anyway.
 namespace {
 struct watchdog {
   std::mutex mutex;
   std::condition_variable cv;
   bool disarmed = false;
-  std::chrono::steady_clock::time_point deadline;
+  const char* phase = "start-up";
+  std::chrono::steady_clock::time_point deadline;  // time_point::max(): none
+  int timeout_s = 0;
+  int confirm_s = 0;  // < 0: no search for dead places
   std::thread thread;
 };
 watchdog* g_watchdog = nullptr;
@@ -220,34 +227,62 @@ int launcher_rank() {
   }
   return -1;
 }
-}  // namespace
 
-void startup_watchdog_arm(int timeout_s) {
-  if (g_watchdog != nullptr) return;
-  auto* w = new watchdog;
-  w->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  g_watchdog = w;
-  w->thread = std::thread([w, timeout_s] {
-    std::unique_lock lock(w->mutex);
-    while (!w->disarmed && std::chrono::steady_clock::now() < w->deadline) w->cv.wait_until(lock, w->deadline);
+void watchdog_main(watchdog* w) {
+  using clk = std::chrono::steady_clock;
+  std::unique_lock lock(w->mutex);
+  clk::time_point dead_since{};
+  int dead = -1;
+  std::string why;
+  for (;;) {
+    w->cv.wait_until(lock, std::min(w->deadline, clk::now() + std::chrono::milliseconds(100)));
     if (w->disarmed) return;
     const int known = g_rank.load(std::memory_order_acquire);
     const int rank = known >= 0 ? known : launcher_rank();
-    std::string why;
-    const int dead = rank >= 0 ? dead_local_peer(rank, why) : -1;
-    if (dead >= 0) {
-      std::fprintf(stderr, "apgas: start-up failed: place %d: place %d is dead (%s) before start-up completed\n",
-                   rank, dead, why.c_str());
-    } else {
-      std::fprintf(stderr,
-                   "apgas: start-up failed: place %d: start-up did not complete within %d s (APGAS_CONNECT_TIMEOUT): "
-                   "a place exited before it or cannot be reached\n",
-                   rank, timeout_s);
+    const clk::time_point now = clk::now();
+    if (w->confirm_s >= 0 && rank >= 0) {
+      // The first place found dead is the one named (the others it takes down die after it; a dead process stays
+      // dead).
+      if (dead < 0) {
+        dead = dead_local_peer(rank, why);
+        dead_since = now;
+      }
+      if (dead >= 0 && now - dead_since >= std::chrono::seconds(w->confirm_s)) break;
     }
-    std::fflush(stderr);
-    std::_Exit(3);
-  });
+    if (now >= w->deadline) {
+      if (dead < 0) {
+        std::fprintf(stderr,
+                     "apgas: %s failed: place %d: %s did not complete within %d s (APGAS_CONNECT_TIMEOUT): a place "
+                     "exited before it or cannot be reached\n",
+                     w->phase, rank, w->phase, w->timeout_s);
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
+      break;
+    }
+  }
+  std::fprintf(stderr, "apgas: %s failed: place %d: place %d is dead (%s) before %s completed\n", w->phase,
+               g_rank.load(std::memory_order_acquire), dead, why.c_str(), w->phase);
+  std::fflush(stderr);
+  std::_Exit(3);
 }
+
+void watchdog_arm(const char* phase, int timeout_s, int confirm_s) {
+  if (g_watchdog != nullptr) return;
+  auto* w = new watchdog;
+  w->phase = phase;
+  w->timeout_s = timeout_s;
+  w->confirm_s = confirm_s;
+  w->deadline = timeout_s > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s)
+                              : std::chrono::steady_clock::time_point::max();
+  g_watchdog = w;
+  w->thread = std::thread(watchdog_main, w);
+}
+}  // namespace
+
+void startup_watchdog_arm(int timeout_s) { watchdog_arm("start-up", timeout_s, 0); }
+
+void shutdown_watchdog_arm(int timeout_s, int confirm_s) { watchdog_arm("shut-down", timeout_s, confirm_s); }
 
 namespace {
 // The handshake has a deadline of its own, with a message that names the silent peers: the watchdog waits for it.
@@ -259,7 +294,7 @@ void startup_watchdog_extend(int seconds) {
 }
 }  // namespace
 
-void startup_watchdog_disarm() {
+void watchdog_disarm() {
   watchdog* w = g_watchdog;
   if (w == nullptr) return;
   {

@@ -135,7 +135,7 @@ int run(const config& cfg, function_ref<void()> main) {
   transport::transport* tp = nullptr;
   startup_watchdog_arm(cfg.connect_timeout_s);
   struct watchdog_guard {
-    ~watchdog_guard() { startup_watchdog_disarm(); }
+    ~watchdog_guard() { watchdog_disarm(); }
   } watchdog;
   try {
     tp = &transport_for_run(cfg.connect_timeout_s);
@@ -168,7 +168,7 @@ int run(const config& cfg, function_ref<void()> main) {
   auto sched = std::make_unique<scheduler>(cfg, places_on_this_host(tp->rank()));
   set_scheduler(sched.get());
   tp->barrier();  // every place is ready to receive before place 0 sends anything
-  startup_watchdog_disarm();
+  watchdog_disarm();
   obs::start(*tp, sched->size());
   dist_start(*tp, cfg.heartbeat_timeout_s, cfg.message_piece);
   gpu_start(*acc, first_gpu);
@@ -206,11 +206,18 @@ int run(const config& cfg, function_ref<void()> main) {
     code = dist_wait_shutdown();
   }
   dist_stop();
+  // From here the failure detector is off: the watchdog stops this place if another one dies before the final
+  // barrier (the deadline is left out while a trace is gathered: that may take long).
+  if (tp->size() > 1) {
+    shutdown_watchdog_arm(obs::on(obs::cat_all) ? 0 : cfg.connect_timeout_s,
+                          cfg.heartbeat_timeout_s > 0 ? cfg.heartbeat_timeout_s : -1);
+  }
   gpu_stop();
   sched.reset();  // stop and join the workers
   obs::stop(*tp);
   set_scheduler(nullptr);
   dist_finalize(*tp);
+  watchdog_disarm();
   obs::finish();
   set_tree(place_tree::single_host());
 

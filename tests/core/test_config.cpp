@@ -450,3 +450,21 @@ TEST(Config, HeartbeatTimeouts) {
   c.heartbeat_timeout_s = -1;
   EXPECT_THROW(c.validate(), apgas::config_error);
 }
+
+// ---- large messages: APGAS_MESSAGE_PIECE ----
+TEST(Config, MessagePieces) {
+  EXPECT_EQ(apgas::config().message_piece, 0u);  // the default: the transport's limit
+  for (auto [text, n] : {std::pair{"0", std::size_t{0}}, {"64K", std::size_t{64} << 10}, {"65536", std::size_t{65536}},
+                         {"16M", std::size_t{16} << 20}, {"1G", std::size_t{1} << 30}}) {
+    env_guard g("APGAS_MESSAGE_PIECE", text);
+    EXPECT_EQ(apgas::config::from_env().message_piece, n) << "APGAS_MESSAGE_PIECE='" << text << "'";
+  }
+  for (const char* bad : {"1K", "65535", "2G", "abc", "", "-64K", "1.5M"}) {
+    const std::string what = rejection("APGAS_MESSAGE_PIECE", bad);
+    ASSERT_FALSE(what.empty()) << "APGAS_MESSAGE_PIECE='" << bad << "' was accepted";
+    EXPECT_NE(what.find("65536 to 1073741824"), std::string::npos) << what;
+  }
+  apgas::config c;
+  c.message_piece = 1000;
+  EXPECT_THROW(c.validate(), apgas::config_error);
+}

@@ -4,6 +4,8 @@
 // With the argument "early" the last process exits before apgas::run: the others must not wait forever at start-up.
 // With "stop" the victim is frozen instead (a child it forks attaches to it with ptrace): its process is still there,
 // so only the heartbeats can tell (the child kills it 8 s later, so that the launcher ends).
+// With "shutdown" nobody dies in the main activity: the test's transport shim (die_at_barrier) kills the victim on its
+// way into the final barrier, where the failure detector no longer runs (the shut-down watchdog must see it).
 // Each line the victim prints carries the time (CLOCK_REALTIME), so that the detection time can be measured.
 #include <apgas/apgas.hpp>
 
@@ -28,6 +30,15 @@ double now_s() {
 int main(int argc, char** argv) {
   const bool early = argc > 1 && std::strcmp(argv[1], "early") == 0;
   static bool stop = argc > 1 && std::strcmp(argv[1], "stop") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "shutdown") == 0) {
+    const int rc = apgas::run(argc, argv, [] {
+      apgas::finish([] {
+        for (const apgas::place& p : apgas::places()) apgas::async_at(p, [] {});
+      });
+    });
+    std::printf("apgas::run returned %d: the dead place was not noticed\n", rc);
+    return 0;
+  }
   if (early) {
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
     const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");

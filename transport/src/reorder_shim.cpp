@@ -4,7 +4,11 @@
 // Also the mute shim (below).
 #include "transports.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <random>
 #include <utility>
@@ -95,9 +99,13 @@ std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner) {
 namespace {
 // The mute shim (APGAS_TRANSPORT_SHIM=mute:R): rank R sends no message at all, as if its peers could not reach it
 // (collectives still work, as a launcher's bootstrap would). Used by tests of the start-up handshake.
+// With die_at_barrier:R:K (tests of shut-down) rank R sends as usual but is killed (SIGKILL) when it enters its K-th
+// barrier instead.
 class mute_shim final : public transport {
  public:
-  mute_shim(std::unique_ptr<transport> inner, int muted) : inner_(std::move(inner)), muted_(muted == inner_->rank()) {}
+  mute_shim(std::unique_ptr<transport> inner, int muted, int die_at = 0)
+      : inner_(std::move(inner)), muted_(muted == inner_->rank() && die_at == 0),
+        die_at_(muted == inner_->rank() ? die_at : 0) {}
   const char* name() const noexcept override { return inner_->name(); }
   int rank() const noexcept override { return inner_->rank(); }
   int size() const noexcept override { return inner_->size(); }
@@ -113,17 +121,26 @@ class mute_shim final : public transport {
   void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) override {
     inner_->recv_bulk(src, tag, target, done, ctx);
   }
-  void barrier() override { inner_->barrier(); }
+  void barrier() override {
+    if (die_at_ > 0 && ++barriers_ == die_at_) {
+      std::fprintf(stderr, "apgas transport shim: rank %d dies at its barrier %d\n", rank(), die_at_);
+      std::fflush(stderr);
+      ::kill(::getpid(), SIGKILL);
+    }
+    inner_->barrier();
+  }
   std::vector<std::byte> allgather(std::span<const std::byte> mine) override { return inner_->allgather(mine); }
 
  private:
   std::unique_ptr<transport> inner_;
   bool muted_;
+  int die_at_;
+  int barriers_ = 0;
 };
 }  // namespace
 
-std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank) {
-  return std::make_unique<mute_shim>(std::move(inner), rank);
+std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank, int die_at_barrier) {
+  return std::make_unique<mute_shim>(std::move(inner), rank, die_at_barrier);
 }
 
 }  // namespace apgas::transport

@@ -90,12 +90,21 @@ std::unique_ptr<transport> make_from_env() {
     const std::string s = shim;
     char* end = nullptr;
     const long muted = s.rfind("mute:", 0) == 0 ? std::strtol(s.c_str() + 5, &end, 10) : -1;
+    char* end2 = nullptr;
+    long dying = -1, at = -1;
+    if (s.rfind("die_at_barrier:", 0) == 0) {
+      dying = std::strtol(s.c_str() + 15, &end2, 10);
+      if (end2 != s.c_str() + 15 && *end2 == ':') at = std::strtol(end2 + 1, &end2, 10);
+    }
     if (s == "reorder") {
       t = make_reorder_shim(std::move(t));
     } else if (muted >= 0 && end != s.c_str() + 5 && *end == '\0') {
       t = make_mute_shim(std::move(t), static_cast<int>(muted));
+    } else if (dying >= 0 && at > 0 && *end2 == '\0') {
+      t = make_mute_shim(std::move(t), static_cast<int>(dying), static_cast<int>(at));
     } else {
-      throw config_error("APGAS_TRANSPORT_SHIM='" + s + "' is not a shim (expected reorder, or mute:<rank>)");
+      throw config_error("APGAS_TRANSPORT_SHIM='" + s +
+                         "' is not a shim (expected reorder, mute:<rank> or die_at_barrier:<rank>:<k>)");
     }
   }
   return t;

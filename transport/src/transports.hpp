@@ -14,7 +14,8 @@ std::unique_ptr<transport> make_local();
 std::unique_ptr<transport> make_mpi();
 std::unique_ptr<transport> make_ofi();
 std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner);
-std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank);
+/// die_at_barrier K > 0: rank is not muted but killed at its K-th barrier.
+std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank, int die_at_barrier = 0);
 /// True when an MPI-style launcher (mpirun, srun) started this process.
 bool launched_by_mpi() noexcept;
 
