@@ -97,9 +97,10 @@ class writer {
 
   void write_bytes(const void* p, std::size_t n) {
     if (n == 0) return;
-    const std::size_t at = buf_.size();
-    buf_.resize(at + n);
-    std::memcpy(buf_.data() + at, p, n);
+    // insert, not resize + memcpy: a growing buffer is filled once, not zeroed first (a large argument's bytes
+    // would otherwise pass through memory twice)
+    const auto* b = static_cast<const std::byte*>(p);
+    buf_.insert(buf_.end(), b, b + n);
   }
   void write_length(std::size_t n) {
     const std::uint64_t v = n;
@@ -155,6 +156,13 @@ class reader {
   void skip(std::size_t n, const char* what) {
     need(n, what);
     p_ += n;
+  }
+  /// The next n bytes, in place (the reader moves past them).
+  const std::byte* read_in_place(std::size_t n, const char* what) {
+    need(n, what);
+    const std::byte* at = p_;
+    p_ += n;
+    return at;
   }
   /// A length of elements each taking at least `min_elem_bytes` bytes: checked against the bytes remaining and the
   /// message limit before the caller allocates anything.
@@ -290,8 +298,15 @@ struct codec<std::vector<T>> {
     const std::size_t n = r.read_length(min_encoded_size<T>(), "vector");
     v.clear();
     if constexpr (is_bitwise_v<T>) {
-      v.resize(n);
-      r.read_bytes(v.data(), n * sizeof(T), "vector elements");
+      const std::byte* p = r.read_in_place(n * sizeof(T), "vector elements");
+      if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0) {
+        // Copied once (resize would zero the elements first); the bytes are T's representation (is_bitwise).
+        const T* first = reinterpret_cast<const T*>(p);
+        v.assign(first, first + n);
+      } else {
+        v.resize(n);
+        if (n != 0) std::memcpy(v.data(), p, n * sizeof(T));
+      }
     } else {
       // n was checked against min_encoded_size<T>() (0 for user types), which can be far below sizeof(T): reserve
       // no more than the bytes left in the message could fill, and let real elements grow the vector beyond that.
