@@ -31,6 +31,11 @@ std::atomic<long> g_live_fibers{0};  // for diagnostics
 constexpr int idle_spin_rounds = 256;
 constexpr int oversubscribed_spin_rounds = 16;
 constexpr std::size_t steal_victims = 8;  // per round, beyond the first round of each search
+// At most this many deques in any round, the first one and the last look before sleeping included: a place with
+// thousands of workers (APGAS_NTHREADS up to 4096) would otherwise spend seconds of CPU in scans at start-up and
+// shut-down alone. Beyond it an item on an unvisited deque waits for its owner or a later round (never lost: its
+// owner pops it).
+constexpr std::size_t max_scan = 256;
 // The idle poller's naps (with a polled backend): from the first, doubled after each fruitless one up to the cap
 // (on an oversubscribed host; otherwise the CPUs are there to spare and the nap stays short, for latency).
 constexpr int first_nap_us = 50;
@@ -329,7 +334,7 @@ work_deque::item scheduler::find_work(worker* w) {
   for (int round = 0;; ++round) {
     if (const work_deque::item it = w->pop()) return found(w, it);
     if (const work_deque::item it = take_injected()) return found(w, it);
-    if (const work_deque::item it = steal_round(w, round == 0 ? SIZE_MAX : steal_victims)) {
+    if (const work_deque::item it = steal_round(w, round == 0 ? max_scan : steal_victims)) {
       if (obs::on(obs::stats) && !is_fiber(it)) obs::stolen();
       return found(w, it);
     }
@@ -373,7 +378,7 @@ work_deque::item scheduler::idle_wait(worker* w) {
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   const std::uint32_t e = epoch_.load(std::memory_order_seq_cst);
   work_deque::item it = take_injected();
-  if (it == 0) it = steal_round(w);
+  if (it == 0) it = steal_round(w, max_scan);
   if (it == 0 && !stopping_.load(std::memory_order_seq_cst)) {
     int none = -1;
     const bool mine = poller_.load(std::memory_order_relaxed) == w->index;

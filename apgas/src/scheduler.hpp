@@ -103,8 +103,8 @@ class scheduler {
 
  private:
   work_deque::item take_injected();
-  /// Tries `victims` deques (all by default) from a random one on.
-  work_deque::item steal_round(worker* w, std::size_t victims = SIZE_MAX);
+  /// Tries `victims` deques (at most all) from a random one on.
+  work_deque::item steal_round(worker* w, std::size_t victims);
   work_deque::item idle_wait(worker* w);
   work_deque::item found(worker* w, work_deque::item it) noexcept;
   void worker_main(worker* w);

@@ -582,6 +582,7 @@ TEST_F(FakeGpu, NonStickyFailuresAreCudaErrorsAndThePlaceStaysUsable) {
   run_gpu(gpu_config(), [] {
     const place g(2);
     const int dev = 1;
+    fake().synchronize(dev);  // start-up's stream-ordered pool warm-up (an allocation and its free) is over
     const long long allocations = counter(dev, "allocations");
 
     // Out of device memory (the fake has 80 GiB).
@@ -675,6 +676,7 @@ TEST_F(FakeGpu, KernelLaunchesThroughTheSeam) {
     const int dev = device_of(g);
     auto constant_buffer = apgas::make_remote_array<std::uint8_t>(g, 64 * KiB);
     g_constant_address = constant_buffer.token();
+    fake().synchronize(dev);  // start-up's stream-ordered pool warm-up (an allocation and its free) is over
     const long long allocations = counter(dev, "allocations");
     const std::vector<int> up0(1000, 3), up1(10, 4);
 
@@ -885,6 +887,7 @@ TEST_F(FakeGpu, ALaunchWhoseEventCannotBeCreatedLeavesNothingBehind) {
   run_gpu(fresh_gpu_config(), [] {  // a fresh accelerator: its event pool is empty
     const place g(2);
     const int dev = device_of(g);
+    fake().synchronize(dev);  // start-up's stream-ordered pool warm-up (an allocation and its free) is over
     const long long allocations = counter(dev, "allocations");
     const std::vector<int> up(1000, 5);
     hand_made_kernel k(&entry_a);
