@@ -57,17 +57,13 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
             }
             output[corner + t.y * nx + t.x] = v;
           });
-          if (by < r || by + bdy > ny - r) {  // the y edges keep their values: whole rows
-            b.for_threads([&](apgas::thread_index t) {
-              if (by + t.y < r || by + t.y >= ny - r) output[corner + t.y * nx + t.x] = q[r][t];
-            });
-          }
-          if (bx < r || bx + bdx > nx - r) {  // and the x edges: the first and last r points of each row, from the tile
-            b.for_threads([&](apgas::thread_index t) {
-              const int y = t.linear / (2 * r), j = t.linear % (2 * r), x = j < r ? j : bdx - 2 * r + j;
-              if (y < bdy && (bx + x < r || bx + x >= nx - r)) output[corner + y * nx + x] = s[(y + r) * sw + x + r];
-            });
-          }
+          if (by < r || by + bdy > ny - r) b.for_threads([&](apgas::thread_index t) {  // the y edges keep their values
+            if (by + t.y < r || by + t.y >= ny - r) output[corner + t.y * nx + t.x] = q[r][t];
+          });
+          if (bx < r || bx + bdx > nx - r) b.for_threads([&](apgas::thread_index t) {  // the x edges: 2r threads a row
+            const int y = t.linear / (2 * r), j = t.linear % (2 * r), x = j < r ? j : bdx - 2 * r + j;
+            if (y < bdy && (bx + x < r || bx + x >= nx - r)) output[corner + y * nx + x] = s[(y + r) * sw + x + r];
+          });
           b.sync();
         }
       }));
