@@ -445,14 +445,14 @@ void ensure_threads(cpu_block& b, int n) {
 // ---- spawning blocks --------------------------------------------------------------------------------------------
 
 struct block_range_task final : task {
-  block_range_task(std::shared_ptr<void> k, void (*f)(void*, long, long), long l, long h)
-      : keep(std::move(k)), fn(f), lo(l), hi(h) {}
+  block_range_task(std::shared_ptr<void> k, void (*f)(void*, long, long), long l, long h, long g)
+      : keep(std::move(k)), fn(f), lo(l), hi(h), grain(g) {}
   void invoke() override {
     in_kernel = true;
-    // Halve the range while it holds more than one block: the upper half becomes a task thieves can take.
-    while (hi - lo > 1) {
+    // Halve the range while it holds more than `grain` blocks: the upper half becomes a task thieves can take.
+    while (hi - lo > grain) {
       const long mid = lo + (hi - lo) / 2;
-      auto* t = new block_range_task(keep, fn, mid, hi);
+      auto* t = new block_range_task(keep, fn, mid, hi, grain);
       t->governing = governing;
       t->innermost = innermost;
       push_task(t);
@@ -462,7 +462,7 @@ struct block_range_task final : task {
   }
   std::shared_ptr<void> keep;
   void (*fn)(void*, long, long);
-  long lo, hi;
+  long lo, hi, grain;
 };
 
 std::string dims(dim3 d) {  // "N" for one dimension (as the GPU path says it), "(x,y,z)" otherwise
@@ -560,7 +560,11 @@ void cpu_block_failed(std::exception_ptr e) noexcept {
 }
 
 void spawn_blocks_cpu(long blocks, std::shared_ptr<void> keep, void (*run)(void*, long, long)) {
-  spawn(new block_range_task(std::move(keep), run, 0, blocks));
+  // Ranges of at least blocks / (32 workers) blocks (one at the least): enough pieces to balance blocks of unequal
+  // work, while a grid of many small blocks (rpes: 65 535 blocks of 64 integrals) does not pay a task, an allocation
+  // and two reference-count updates on the shared launch state per block.
+  const long grain = std::max(1L, blocks / (32L * std::max(1, num_workers())));
+  spawn(new block_range_task(std::move(keep), run, 0, blocks, grain));
 }
 
 // ---- clocked blocks -----------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 /// other memory around them.
 /// @code
 ///   apgas::atomic_add(histogram[bin], 1u);              // CUDA: atomicAdd(&histogram[bin], 1u)
+///   apgas::atomic_add(shared_hist, bin, 1u);            // the same on a shared_span (no lock on a CPU place)
 ///   float old = apgas::atomic_max(best[i], candidate);  // integer types on a GPU; see below for floating point
 /// @endcode
 /// Types: add and sub take int, unsigned, long long, unsigned long long, float and double; min, max, and, or, xor
@@ -71,6 +72,25 @@ APGAS_DETAIL_HD T atomic_add(T& x, T v) {
 #else
   detail::note_atomic(x);
   return std::atomic_ref<T>(x).fetch_add(v, std::memory_order_relaxed);
+#endif
+}
+
+/// s[i] += v atomically, on an element of a shared array (a shared_span parameter); the old value. On a GPU the same
+/// as atomic_add(s[i], v); on a CPU place a plain add: a block's shared memory is only touched by the OS thread that
+/// runs the block (its threads are loop iterations or fibers that switch at barriers only), and a locked instruction
+/// costs about 20 cycles (tpacf's shared-memory histograms: 1.4x the OpenMP version with it).
+template <class T, std::size_t E, bool C>
+APGAS_DETAIL_HD T atomic_add(const detail::basic_shared_span<T, E, C>& s, std::size_t i, T v) {
+  static_assert(detail::atomic_arith_v<T>, "apgas::atomic_add: T must be int, unsigned, long long, unsigned long long, "
+                                           "float or double");
+#if defined(__CUDA_ARCH__)
+  return atomic_add(s[i], v);
+#else
+  T& x = s[i];
+  detail::note_atomic(x);
+  const T old = x;
+  x = old + v;
+  return old;
 #endif
 }
 

@@ -69,7 +69,7 @@ std::vector<unsigned> gen_hists(apgas::place p, const std::vector<float>& xyz, i
               if (self && rj - i < kn) kn = rj - i;  // self: only the pairs i + k < rj
               for (int k = 0; k < kn; ++k) {
                 const int bin = find_bin(binb, tile[k] * rx + tile[block + k] * ry + tile[2 * block + k] * rz);
-                if (bin >= 0) apgas::atomic_add(sub[bin * sub_histograms + t.linear / 2], 1u);
+                if (bin >= 0) apgas::atomic_add(sub, bin * sub_histograms + t.linear / 2, 1u);
               }
             });
           }

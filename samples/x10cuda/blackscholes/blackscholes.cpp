@@ -11,13 +11,19 @@ namespace {
 
 using arrays = std::array<apgas::remote_array<float>, 5>;  // S, X, T in; call, put out
 
-// BlackScholesGPU of the X10 sample (the SDK's kernel): 480 blocks of 128 threads, grid-stride over the options.
+// BlackScholesGPU of the X10 sample (the SDK's kernel): 480 blocks of 128 threads, grid-stride over the options. A
+// block-level body: the grid-stride loop walks the block's runs of 128 options, so that on a CPU place the block's
+// threads take neighbouring options (a thread's own loop would stride by the whole grid through memory).
 void black_scholes(apgas::in_order_queue& q, arrays a, long n) {
-  q.async(apgas::cuda_kernel(apgas::grid{480, 128}, [=] APGAS_KERNEL(apgas::thread th) {
+  q.async(apgas::cuda_kernel(apgas::grid{480, 128}, [=] APGAS_KERNEL(apgas::thread_block b) {
     const float *s = a[0].data(), *x = a[1].data(), *t = a[2].data();
     float *call = a[3].data(), *put = a[4].data();
-    for (long i = th.global_id(); i < n; i += th.global_count()) {
-      blackscholes::price(s[i], x[i], t[i], blackscholes::riskfree, blackscholes::volatility, call[i], put[i]);
+    for (long i0 = b.block() * b.threads(); i0 < n; i0 += b.blocks() * b.threads()) {
+      b.for_threads([&](apgas::thread_index th) {
+        const long i = i0 + th.linear;
+        using namespace blackscholes;
+        if (i < n) price(s[i], x[i], t[i], riskfree, volatility, call[i], put[i]);
+      });
     }
   }));
 }

@@ -127,8 +127,9 @@ struct slab {
 };
 
 /// The slabs of n items cut over every host's compute places (parts of whole multiples of `halo`, so that a halo comes
-/// from one neighbour), a and b both filled with the items of src (an array at place 0); the slab at place 0's CPU
-/// place uses src as a and `spare`, of src's size, as b.
+/// from one neighbour), a filled with the items of src (an array at place 0), b with those of them within `halo` of
+/// either end (items a step leaves as they are: the rest of b is written by the step or by the halo exchange); the
+/// slab at place 0's CPU place uses src as a and `spare`, of src's size, as b.
 template <class T>
 std::vector<slab<T>> make_slabs(long long n, bool cpu, long long halo, long long unit, apgas::remote_array<T> src,
                                 apgas::remote_array<T> spare) {
@@ -139,7 +140,11 @@ std::vector<slab<T>> make_slabs(long long n, bool cpu, long long halo, long long
                      borrow(p.at, spare, base * unit, (end - base) * unit, false)});
   }
   apgas::finish([&] {
-    for (const auto& s : slabs) apgas::async_copy(src, s.base * unit, s.b, 0, (s.end - s.base) * unit);
+    for (const auto& s : slabs) {
+      const long long below = std::min(s.end, halo) - s.base, above = std::max(s.base, n - halo);
+      if (below > 0) apgas::async_copy(src, s.base * unit, s.b, 0, below * unit);
+      if (s.end > above) apgas::async_copy(src, above * unit, s.b, (above - s.base) * unit, (s.end - above) * unit);
+    }
   });
   return slabs;
 }

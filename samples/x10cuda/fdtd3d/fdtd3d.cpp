@@ -10,20 +10,25 @@
 namespace {
 
 using apgas::remote_array;
-constexpr int r = fdtd3d::radius, bd = 16, sw = bd + 2 * r;  // radius, block width, shared tile width
+constexpr int r = fdtd3d::radius;
 
 // FiniteDifferencesKernel of the X10 sample (the SDK's 3DFD): 16 x 16 threads, each marching along z through one
 // (x, y) column with planes z-4 .. z+4 in registers and plane z in a shared tile with a 4-wide halo, two barriers
-// per plane, the coefficients in constant memory. Planes [z0, z1) of out from in.
+// per plane, the coefficients in constant memory. Planes [z0, z1) of out from in. On a CPU place the blocks are 8
+// rows of up to 128 points (a 16 x 16 block reads its halo and its rows as short runs), and the edges that keep their
+// values are written as whole rows and, for the x edges, by 2r threads per row (a loop over every point is scalar).
 void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out, int nx, int ny, int z0, int z1) {
+  int bw = 16, bh = 16;
+  if (!at.is_cuda()) for (bh = 8, bw = 128; nx % bw != 0;) bw -= 8;
   apgas::at(at, apgas::cuda_kernel(
-      apgas::grid{{nx / bd, ny / bd}, {bd, bd}}, apgas::constant_from(std::span<const float>(fdtd3d::coefficients)),
-      apgas::shared_uninit<float, sw * sw>(),
-      [=] APGAS_KERNEL(apgas::thread_block b, std::span<const float> c, apgas::shared_span<float, sw * sw> s) {
+      apgas::grid{{nx / bw, ny / bh}, {bw, bh}}, apgas::constant_from(std::span<const float>(fdtd3d::coefficients)),
+      apgas::shared_uninit<float>((bw + 2 * r) * (bh + 2 * r)),
+      [=] APGAS_KERNEL(apgas::thread_block b, std::span<const float> c, apgas::shared_span<float> s) {
+        const int bdx = b.block_dim().x, bdy = b.block_dim().y, sw = bdx + 2 * r;
         const float* input = in.data();
         float* output = out.data();
         const long plane = static_cast<long>(nx) * ny;
-        const int bx = b.block_idx().x * bd, by = b.block_idx().y * bd;
+        const int bx = b.block_idx().x * bdx, by = b.block_idx().y * bdy;
         auto q = x10cuda::per_thread_array<float, 2 * r + 1>(b);  // the column: X10's behind4 .. current .. infront4
         b.for_threads([&](apgas::thread_index t) {                 // planes z0-4 .. z0+3
           for (int k = 1; k <= 2 * r; ++k) q[k][t] = input[(z0 - r - 1 + k) * plane + (by + t.y) * nx + bx + t.x];
@@ -35,10 +40,13 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
             q[2 * r][t] = input[corner + r * plane + t.y * nx + t.x];
             s[(t.y + r) * sw + t.x + r] = q[r][t];
           });
-          b.for_threads([&](apgas::thread_index t) {  // the tile's halo: threads of the first 4 rows and columns
-            const long i = corner + t.y * nx + t.x, up = r * nx, down = bd * nx;
-            if (t.y < r) s[t.y * sw + t.x + r] = input[i - up], s[(t.y + r + bd) * sw + t.x + r] = input[i + down];
-            if (t.x < r) s[(t.y + r) * sw + t.x] = input[i - r], s[(t.y + r) * sw + t.x + r + bd] = input[i + bd];
+          b.for_threads([&](apgas::thread_index t) {  // the tile's halo: threads of the first 4 rows (whole rows)...
+            const long i = corner + t.y * nx + t.x, up = r * nx, down = bdy * nx;
+            if (t.y < r) s[t.y * sw + t.x + r] = input[i - up], s[(t.y + r + bdy) * sw + t.x + r] = input[i + down];
+          });
+          b.for_threads([&](apgas::thread_index t) {  // ...and of the first 4 columns
+            const long i = corner + t.y * nx + t.x;
+            if (t.x < r) s[(t.y + r) * sw + t.x] = input[i - r], s[(t.y + r) * sw + t.x + r + bdx] = input[i + bdx];
           });
           b.sync();
           b.for_threads([&](apgas::thread_index t) {
@@ -49,12 +57,13 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
             }
             output[corner + t.y * nx + t.x] = v;
           });
-          if (bx < r || bx + bd > nx - r || by < r || by + bd > ny - r) {  // the x and y edges keep their values
-            b.for_threads([&](apgas::thread_index t) {
-              const int x = bx + t.x, y = by + t.y;
-              if (x < r || x >= nx - r || y < r || y >= ny - r) output[corner + t.y * nx + t.x] = q[r][t];
-            });
-          }
+          if (by < r || by + bdy > ny - r) b.for_threads([&](apgas::thread_index t) {  // the y edges keep their values
+            if (by + t.y < r || by + t.y >= ny - r) output[corner + t.y * nx + t.x] = q[r][t];
+          });
+          if (bx < r || bx + bdx > nx - r) b.for_threads([&](apgas::thread_index t) {  // the x edges: 2r threads a row
+            const int y = t.linear / (2 * r), j = t.linear % (2 * r), x = j < r ? j : bdx - 2 * r + j;
+            if (y < bdy && (bx + x < r || bx + x >= nx - r)) output[corner + y * nx + x] = s[(y + r) * sw + x + r];
+          });
           b.sync();
         }
       }));

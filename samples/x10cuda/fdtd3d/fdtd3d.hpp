@@ -17,8 +17,9 @@
 // the input. The X10 sample's reference summed in another order, which its integer data (z) made exact; ours sums in
 // the kernels' order (point() below) and every version is built without fused multiply-adds (x10cuda_programs(EXACT)),
 // so any input gives the same bits everywhere and the rule holds for -i files too.
-// time_s: the two work volumes filled from the input (on a GPU: the two copies to it), every step (with the halo
-// exchange between places), and the result in host memory.
+// time_s: the two work volumes filled from the input (on a GPU: the copies to it; the second one only where no step
+// writes: the apgas version the 4-plane z faces (its steps write the x and y rims), the OpenMP one the z faces and
+// the x and y rims), every step (with the halo exchange between places), and the result in host memory.
 #include "x10cuda.hpp"
 
 #include <optional>
