@@ -38,6 +38,9 @@ namespace apgas::detail {
 namespace {
 
 std::vector<peer_identity> g_peers;  // by rank, from the start-up exchange (identities_exchanged)
+// Guards g_peers against the watchdog of start-up, which reads it (dead_local_peer) while the first run sets it. The
+// detector thread starts after it is set and reads it without the lock.
+std::mutex g_peers_mutex;
 
 struct detector {
   dist_state* d = nullptr;
@@ -50,7 +53,10 @@ struct detector {
   bool stop = false;
   std::thread thread;
 };
-detector* g_detector = nullptr;
+// Read by every worker that sends, receives or polls; detector_stop unpublishes it while they may still be polling,
+// so the record itself is deleted only by detector_free, once the workers are gone.
+std::atomic<detector*> g_detector{nullptr};
+detector* g_retired = nullptr;
 
 std::uint64_t hash_text(const char* s, std::uint64_t h = 1469598103934665603ull) {
   for (; *s != '\0'; ++s) {
@@ -204,10 +210,12 @@ void set_peer_identities(std::vector<peer_identity> peers) {
     bool alive = false;
     if (process_start(static_cast<long>(p.pid), alive) != p.start || !alive) p.pid = 0;
   }
+  std::lock_guard lock(g_peers_mutex);
   g_peers = std::move(peers);
 }
 
 int places_on_this_host(int rank) noexcept {
+  std::lock_guard lock(g_peers_mutex);
   if (g_peers.empty()) return 1;
   const std::uint64_t my_host = g_peers[static_cast<std::size_t>(rank)].host;
   return static_cast<int>(std::count_if(g_peers.begin(), g_peers.end(),
@@ -215,6 +223,7 @@ int places_on_this_host(int rank) noexcept {
 }
 
 int dead_local_peer(int rank, std::string& why) {
+  std::lock_guard lock(g_peers_mutex);
   if (g_peers.empty()) return -1;
   const std::uint64_t my_host = g_peers[static_cast<std::size_t>(rank)].host;
   for (std::size_t p = 0; p < g_peers.size(); ++p) {
@@ -240,12 +249,12 @@ void detector_start(dist_state& d, int timeout_s) {
     det->heard[static_cast<std::size_t>(p)].store(1, std::memory_order_relaxed);  // start-up counts as traffic
     det->sent[static_cast<std::size_t>(p)].store(0, std::memory_order_relaxed);
   }
-  g_detector = det;
+  g_detector.store(det, std::memory_order_release);
   det->thread = std::thread([det] { run_detector(*det); });
 }
 
 void detector_stop() {
-  detector* det = g_detector;
+  detector* det = g_detector.exchange(nullptr, std::memory_order_acq_rel);
   if (det == nullptr) return;
   {
     std::lock_guard lock(det->mutex);
@@ -253,12 +262,16 @@ void detector_stop() {
   }
   det->cv.notify_all();
   det->thread.join();
-  g_detector = nullptr;
-  delete det;
+  g_retired = det;
+}
+
+void detector_free() {
+  delete g_retired;
+  g_retired = nullptr;
 }
 
 void note_heard(int src) noexcept {
-  if (detector* det = g_detector; det != nullptr && src >= 0 && src < det->d->size) {
+  if (detector* det = g_detector.load(std::memory_order_acquire); det != nullptr && src >= 0 && src < det->d->size) {
     auto& h = det->heard[static_cast<std::size_t>(src)];
     // Called for every message received: a load first, so that the line is written once per detector tick, not
     // once per message.
@@ -267,13 +280,13 @@ void note_heard(int src) noexcept {
 }
 
 void note_sent(int dst) noexcept {
-  if (detector* det = g_detector; det != nullptr && dst >= 0 && dst < det->d->size) {
+  if (detector* det = g_detector.load(std::memory_order_acquire); det != nullptr && dst >= 0 && dst < det->d->size) {
     det->sent[static_cast<std::size_t>(dst)].store(1, std::memory_order_relaxed);
   }
 }
 
 void note_polled() noexcept {
-  if (detector* det = g_detector) det->polled.store(1, std::memory_order_relaxed);
+  if (detector* det = g_detector.load(std::memory_order_acquire)) det->polled.store(1, std::memory_order_relaxed);
 }
 
 }  // namespace apgas::detail

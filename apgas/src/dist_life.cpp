@@ -308,6 +308,7 @@ void watchdog_disarm() {
 }
 
 void dist_finalize(transport::transport& tp) {
+  detector_free();  // the workers that read it are gone
   tp.barrier();  // nothing is in flight any more: every place has stopped its workers
   delete g_dist;
   g_dist = nullptr;

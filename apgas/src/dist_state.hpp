@@ -241,7 +241,8 @@ void set_peer_identities(std::vector<peer_identity> peers);  // every place's, b
 /// A peer on this host whose process has ended (why says so), or -1.
 int dead_local_peer(int rank, std::string& why);
 void detector_start(dist_state& d, int timeout_s);  // timeout_s 0: off
-void detector_stop();
+void detector_stop();  // stops the thread; the record stays until detector_free
+void detector_free();  // after the workers are gone (dist_finalize)
 void note_heard(int src) noexcept;  // any traffic from src
 void note_sent(int dst) noexcept;   // any message to dst
 void note_polled() noexcept;        // this place polled its transport

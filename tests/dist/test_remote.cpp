@@ -390,6 +390,9 @@ TEST(Remote, MessagesLargerThanAPieceAreDeliveredWhole) {
 // (APGAS_TEST_LARGE=1). Over 1 GiB used to hang (mpi) or stop the receiver (ofi).
 TEST(Remote, AMessageOverOneGiBIsDelivered) {
   if (std::getenv("APGAS_TEST_LARGE") == nullptr) GTEST_SKIP() << "APGAS_TEST_LARGE is not set";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "several GiB per process, several times that in shadow memory under a sanitizer";
+#endif
   apgas_test::run_everywhere([] {
     const apgas::place there = apgas::places().back();
     const std::size_t n = (std::size_t{1} << 30) + (std::size_t{1} << 20) + 5;
