@@ -34,17 +34,28 @@ while IFS= read -r f; do
   file -b "$f" | grep -q '^ELF' && elves+=("$f")
 done < <(find "$build" -type f -perm -u+x -o -type f -name '*.so*')
 
-ompi=/usr/lib/x86_64-linux-gnu/openmpi
-if [[ -d "$ompi" ]]; then
+# Open MPI's launcher and where it lives, found on this machine (override with OMPI_BINDIR / OMPI_LIBDIR): the
+# folder of its libraries holds its components (openmpi/), its prefix the help and configuration files.
+orterun="$(command -v orterun 2> /dev/null || true)"
+bindir="${OMPI_BINDIR:-$( [[ -n "$orterun" ]] && dirname "$(readlink -f "$orterun")" )}"
+libdir="${OMPI_LIBDIR:-}"
+if [[ -z "$libdir" && -n "$bindir" ]]; then
+  rte="$(ldd "$bindir/orterun" 2> /dev/null | sed -n 's/.*=> \(\/[^ ]*libopen-rte[^ ]*\) .*/\1/p' | head -1)"
+  [[ -n "$rte" ]] && libdir="$(dirname "$(readlink -f "$rte")")"
+fi
+ompi="${libdir:+$libdir/openmpi}"
+if [[ -n "$ompi" && -d "$ompi" && -x "$bindir/orted" ]]; then
+  prefix="$(dirname "$bindir")"
   while IFS= read -r f; do elves+=("$f"); done < <(find "$ompi" -name '*.so*' -type f)
-  elves+=(/usr/bin/orted /usr/bin/orterun)
-  mkdir -p "$out/root/usr/bin" "$out/root/usr/lib/x86_64-linux-gnu" "$out/root/usr/share" "$out/root/etc"
-  cp -a "$ompi" "$out/root/usr/lib/x86_64-linux-gnu/"
-  cp -a /usr/bin/orted /usr/bin/orterun "$out/root/usr/bin/"
-  ln -sf orterun "$out/root/usr/bin/mpirun"
-  ln -sf orterun "$out/root/usr/bin/mpiexec"
-  [[ -d /usr/share/openmpi ]] && cp -a /usr/share/openmpi "$out/root/usr/share/"
-  [[ -d /etc/openmpi ]] && cp -a /etc/openmpi "$out/root/etc/"
+  elves+=("$bindir/orted" "$bindir/orterun")
+  mkdir -p "$out/root$bindir" "$out/root$libdir"
+  cp -a "$ompi" "$out/root$libdir/"
+  cp -a "$bindir/orted" "$bindir/orterun" "$out/root$bindir/"
+  ln -sf orterun "$out/root$bindir/mpirun"
+  ln -sf orterun "$out/root$bindir/mpiexec"
+  for d in "$prefix/share/openmpi" "${prefix%/usr}/etc/openmpi" "$prefix/etc/openmpi"; do
+    [[ -d "$d" ]] && mkdir -p "$out/root$(dirname "$d")" && cp -a "$d" "$out/root$(dirname "$d")/"
+  done
 fi
 
 declare -A seen=()

@@ -311,23 +311,10 @@ std::uint64_t sparse_probe(const std::vector<char>& v) {
   for (std::size_t i = 0; i < v.size(); i += 4096) h = h * 31 + static_cast<unsigned char>(v[i]);
   return v.empty() ? h : h * 31 + static_cast<unsigned char>(v.back());
 }
-template <class F>
-void run_with_pieces(std::size_t piece, F&& body) {
-  apgas::config cfg = apgas::config::from_env();
-  if (cfg.nthreads == 0) cfg.nthreads = 2;
-  cfg.message_piece = piece;
-  bool finished = false;
-  const int rc = apgas::run(cfg, [&] {
-    body();
-    finished = true;
-  });
-  ASSERT_EQ(rc, 0) << "apgas::run failed (its exceptions are printed above)";
-  if (apgas_test::rank0()) ASSERT_TRUE(finished);
-}
 }  // namespace
 
 TEST(Remote, MessagesLargerThanAPieceAreDeliveredWhole) {
-  run_with_pieces(64 << 10, [] {
+  apgas_test::run_everywhere_with([](apgas::config& cfg) { cfg.message_piece = 64 << 10; }, [] {
     for (const apgas::place& p : apgas::places()) {
       // An argument of 16 pieces and 3 bytes, and a result of 32 pieces.
       const std::vector<char> arg = pattern((1 << 20) + 3, 7);

@@ -10,6 +10,7 @@
 #include <exception>
 #include <string>
 #include <typeinfo>
+#include <utility>
 
 namespace apgas_test {
 
@@ -36,15 +37,13 @@ inline bool rank0() {
 }
 
 /// In every process of a (multi-process) run: run `body` as the main activity (place 0) with the environment's
-/// configuration (2 workers unless APGAS_NTHREADS says otherwise; `slice`, if not 0, as the DMA slice size); every
-/// place's run must return 0, and place 0 must run the body to its end. `nthreads`, if not 0, overrides the worker
-/// count.
-template <class F>
-void run_everywhere(F&& body, std::size_t slice = 0, int nthreads = 0) {
+/// configuration (2 workers unless APGAS_NTHREADS says otherwise) as `tweak(config&)` changes it; every place's run
+/// must return 0, and place 0 must run the body to its end.
+template <class Tweak, class F>
+void run_everywhere_with(Tweak&& tweak, F&& body) {
   apgas::config cfg = apgas::config::from_env();
   if (cfg.nthreads == 0) cfg.nthreads = 2;
-  if (nthreads != 0) cfg.nthreads = nthreads;
-  if (slice != 0) cfg.cuda_dma_slice = slice;
+  tweak(cfg);
   bool finished = false;
   const int rc = apgas::run(cfg, [&] {
     body();
@@ -54,6 +53,18 @@ void run_everywhere(F&& body, std::size_t slice = 0, int nthreads = 0) {
   if (rank0()) {
     ASSERT_TRUE(finished) << "apgas::run returned 0 without running the body to its end";
   }
+}
+
+/// run_everywhere_with the environment's configuration; `slice`, if not 0, as the DMA slice size, `nthreads`, if not
+/// 0, as the worker count.
+template <class F>
+void run_everywhere(F&& body, std::size_t slice = 0, int nthreads = 0) {
+  run_everywhere_with(
+      [&](apgas::config& cfg) {
+        if (nthreads != 0) cfg.nthreads = nthreads;
+        if (slice != 0) cfg.cuda_dma_slice = slice;
+      },
+      std::forward<F>(body));
 }
 
 /// Run `body` as the main activity; return the exception it throws (caught inside the main activity, so the run
