@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,9 +24,10 @@ std::atomic<scheduler*> g_scheduler{nullptr};
 thread_local worker* t_worker = nullptr;
 std::atomic<long> g_live_fibers{0};  // for diagnostics
 
-// Spin rounds an idle worker makes before it goes to sleep (each a look at every deque but the last ones, which
-// visit a few: a scan of 2048 workers per round made 2048 idle workers take seconds to start). On an oversubscribed
-// host a spinning worker takes the CPU from one with work: few rounds, each ending with a yield.
+// Spin rounds an idle worker makes before it goes to sleep: the first round of a search looks at up to max_scan
+// deques, the later ones at steal_victims (a scan of every deque per round made 2048 idle workers take seconds to
+// start). On an oversubscribed host a spinning worker takes the CPU from one with work: few rounds, each ending with
+// a yield.
 constexpr int idle_spin_rounds = 256;
 constexpr int oversubscribed_spin_rounds = 16;
 constexpr std::size_t steal_victims = 8;  // per round, beyond the first round of each search
