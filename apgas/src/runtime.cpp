@@ -179,7 +179,7 @@ int run(const config& cfg, function_ref<void()> main) {
   std::exception_ptr failure;
   try {
     sched->start();
-  } catch (const std::system_error& e) {
+  } catch (const std::exception& e) {  // std::system_error (no thread), std::bad_alloc
     // Some workers may be running and the other places are past the barrier: no clean way back, so stop this
     // process (a launcher then ends the job) with a message that names the setting.
     std::fprintf(stderr, "apgas: start-up failed at place %d: could not start %d worker threads (APGAS_NTHREADS): %s\n",

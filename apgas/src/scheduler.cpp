@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -190,24 +191,61 @@ scheduler::scheduler(const config& cfg, int places_on_host)
   // launcher that binds each process to its own CPUs makes the first the one that counts).
   const long host_cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   oversubscribed_ = n > usable_cpus() || static_cast<long>(places_on_host) * n > host_cpus;
-  workers_.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    auto w = std::make_unique<worker>();
-    w->index = i;
-    w->solo = n == 1;
-    w->rng = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(i + 1);
-    workers_.push_back(std::move(w));
-  }
+  places_on_host_ = places_on_host;
+  workers_.resize(static_cast<std::size_t>(n));  // each made when its thread starts (a deque of 8 KiB each)
+}
+
+void scheduler::start_worker(std::size_t i) {
+  auto w = std::make_unique<worker>();
+  w->index = static_cast<int>(i);
+  w->solo = workers_.size() == 1;
+  w->rng = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(i + 1);
+  w->thread = std::thread([this, p = w.get()] { worker_main(p); });
+  workers_[i] = std::move(w);
+  started_.store(i + 1, std::memory_order_release);
 }
 
 void scheduler::start() {
-  for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { worker_main(p); });
+  // This place's share of the host's CPUs (and no more than this process may use), at least one.
+  const long host_cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const long share = std::max(1L, host_cpus / std::max(1, places_on_host_));
+  const std::size_t first = std::min<std::size_t>(workers_.size(), static_cast<std::size_t>(std::min<long>(share, usable_cpus())));
+  std::lock_guard lock(grow_mutex_);
+  for (std::size_t i = 0; i < first; ++i) start_worker(i);
+}
+
+void scheduler::grow() noexcept {
+  if (started_.load(std::memory_order_relaxed) >= workers_.size()) return;
+  // Not a try-lock: every caller must get its worker (or see them all started), or an item could wait behind
+  // workers that block in the operating system (a test: 64 activities that wait for each other, under TSan).
+  std::lock_guard lock(grow_mutex_);
+  if (grow_closed_ || stopping_.load(std::memory_order_acquire)) return;
+  const std::size_t i = started_.load(std::memory_order_relaxed);
+  if (i >= workers_.size()) return;
+  try {
+    start_worker(i);
+  } catch (const std::exception& e) {  // std::system_error (no thread) or std::bad_alloc
+    // Nothing is lost: the started workers run every item. Say so once; the setting asked for more.
+    grow_closed_ = true;
+    std::fprintf(stderr,
+                 "apgas: warning: this place runs with %zu of its %zu workers: another worker thread could not be "
+                 "started (%s); lower APGAS_NTHREADS, or raise the limit on threads (ulimit -u, "
+                 "/proc/sys/kernel/threads-max)\n",
+                 i, workers_.size(), e.what());
+    std::fflush(stderr);
+  }
 }
 
 scheduler::~scheduler() {
   stop();
-  for (auto& w : workers_) {
-    if (w->thread.joinable()) w->thread.join();
+  std::size_t n = 0;
+  {
+    std::lock_guard lock(grow_mutex_);  // no thread is being started, and none will be: join the started ones
+    grow_closed_ = true;
+    n = started_.load(std::memory_order_relaxed);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (workers_[i]->thread.joinable()) workers_[i]->thread.join();
   }
 }
 
@@ -265,6 +303,8 @@ void scheduler::notify() noexcept {
 #endif
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     epoch_.notify_one();
+  } else {
+    grow();  // every started worker is busy (or still searching): one more, while there are any
   }
 }
 
@@ -279,7 +319,7 @@ work_deque::item scheduler::take_injected() {
 }
 
 work_deque::item scheduler::steal_round(worker* w, std::size_t victims) {
-  const std::size_t n = workers_.size();
+  const std::size_t n = started();
   if (n < 2) return 0;
   w->rng ^= w->rng << 13;
   w->rng ^= w->rng >> 7;
@@ -295,8 +335,8 @@ work_deque::item scheduler::steal_round(worker* w, std::size_t victims) {
 
 bool scheduler::has_work_for(const worker* w) const noexcept {
   if (w->deque.nonempty_hint() || injected_count_.load(std::memory_order_relaxed) != 0) return true;
-  for (const auto& v : workers_) {
-    if (v.get() != w && v->deque.nonempty_hint()) return true;
+  for (std::size_t i = 0, n = started(); i < n; ++i) {
+    if (workers_[i].get() != w && workers_[i]->deque.nonempty_hint()) return true;
   }
   return false;
 }
@@ -333,10 +373,10 @@ work_deque::item scheduler::find_work(worker* w) {
   const int spin_rounds = oversubscribed_ ? oversubscribed_spin_rounds : idle_spin_rounds;
   for (int round = 0;; ++round) {
     if (const work_deque::item it = w->pop()) return found(w, it);
-    if (const work_deque::item it = take_injected()) return found(w, it);
+    if (const work_deque::item it = take_injected()) return found(w, it, true);
     if (const work_deque::item it = steal_round(w, round == 0 ? max_scan : steal_victims)) {
       if (obs::on(obs::stats) && !is_fiber(it)) obs::stolen();
-      return found(w, it);
+      return found(w, it, true);
     }
     idle.begin();
     if (poll_progress()) {
@@ -356,7 +396,7 @@ work_deque::item scheduler::find_work(worker* w) {
       }
       continue;
     }
-    if (const work_deque::item it = idle_wait(w)) return found(w, it);
+    if (const work_deque::item it = idle_wait(w)) return found(w, it, true);
     round = 0;
   }
 }
@@ -364,7 +404,15 @@ work_deque::item scheduler::find_work(worker* w) {
 // Polled backends need attention even when no one notifies a worker, so one idle worker (the poller) naps and
 // polls; the others sleep until notified. The poller gives the role up when it finds work, with a notify, so that
 // a sleeper takes it over while it runs that work (dispatching a message makes work, which notifies as well).
-work_deque::item scheduler::found(worker* w, work_deque::item it) noexcept {
+//
+// A worker that took an item from elsewhere (stolen, injected) while no worker sleeps starts one more, if any is left
+// to start: work made faster than it is taken (or taken by workers that then block in the operating system) brings
+// every configured worker in, one after another, as an eager start would.
+work_deque::item scheduler::found(worker* w, work_deque::item it, bool from_others) noexcept {
+  if (from_others && started_.load(std::memory_order_relaxed) < workers_.size() &&
+      sleepers_.load(std::memory_order_relaxed) == 0) {
+    grow();
+  }
   w->nap_us = 0;
   int me = w->index;
   if (poller_.load(std::memory_order_relaxed) == me &&

@@ -78,11 +78,16 @@ class scheduler {
   /// oversubscribed: then idle workers back off instead of spinning, see find_work).
   explicit scheduler(const config& cfg, int places_on_host = 1);
   ~scheduler();  // stops and joins the workers; every activity must have ended
-  /// Start the worker threads (after set_scheduler(this): workers read it).
+  /// Start the first worker threads (after set_scheduler(this): workers read it): as many as this place's share of
+  /// the host's CPUs, at most size(). The others start one at a time when work is made, or taken from another
+  /// worker, while no started worker sleeps (grow): a place configured with thousands of workers starts and stops
+  /// as fast as one with a few, and work that needs them brings them in. Throws std::system_error when not even the
+  /// first can be started.
   void start();
   scheduler(const scheduler&) = delete;
   scheduler& operator=(const scheduler&) = delete;
 
+  /// The configured workers (config::nthreads), started or not.
   int size() const noexcept { return static_cast<int>(workers_.size()); }
   std::size_t stack_size() const noexcept { return stack_size_; }
   /// config::kernel_check of the run.
@@ -106,11 +111,19 @@ class scheduler {
   /// Tries `victims` deques (at most all) from a random one on.
   work_deque::item steal_round(worker* w, std::size_t victims);
   work_deque::item idle_wait(worker* w);
-  work_deque::item found(worker* w, work_deque::item it) noexcept;
+  /// Bookkeeping when w found `it` (from_others: not from its own deque); returns it.
+  work_deque::item found(worker* w, work_deque::item it, bool from_others = false) noexcept;
   void worker_main(worker* w);
+  /// Start the next worker thread, if one is left and the scheduler is not stopping (waits for one being started).
+  void grow() noexcept;
+  /// Make worker i and start its thread (under grow_mutex_; i == started()); throws what thread creation throws.
+  void start_worker(std::size_t i);
+  /// Workers whose threads have started: workers_[0, started) (only these hold items, steal or sleep).
+  std::size_t started() const noexcept { return started_.load(std::memory_order_acquire); }
 
   std::size_t stack_size_;
   bool kernel_check_;
+  int places_on_host_ = 1;
   bool oversubscribed_ = false;  // more workers on this host (all places) than CPUs this process may use
   // The idle poller: with a polled backend, one idle worker at a time naps and polls (the one whose index this
   // holds, -1: none); the other idle workers sleep until notified, so that idle places do not burn the CPUs.
@@ -122,6 +135,11 @@ class scheduler {
   alignas(64) std::atomic<int> sleepers_{0};
   alignas(64) std::atomic<std::uint32_t> epoch_{0};
   std::atomic<bool> stopping_{false};
+  // Invariant: workers_[i] exists and its thread runs for every i < started_ (published after both, under
+  // grow_mutex_; the destructor closes growth under it, then joins without it: a worker may be waiting in grow).
+  alignas(64) std::atomic<std::size_t> started_{0};
+  std::mutex grow_mutex_;
+  bool grow_closed_ = false;  // (under grow_mutex_) shutting down, or a thread could not be made: no more workers
 };
 
 /// The running scheduler, or null outside apgas::run.

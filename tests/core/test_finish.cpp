@@ -2,10 +2,13 @@
 #include "support/run.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using apgas_test::run_on;
@@ -746,3 +749,45 @@ TEST_P(Workers, CountAndIndexInRange) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Workers, testing::Values(1, 2, 3, 4, 8), apgas_test::workers_name);
+
+namespace {
+int threads_of_this_process() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+}  // namespace
+
+// A place configured with many workers starts only its share of the CPUs' threads; the others start when work
+// needs them (here: 64 activities that each hold their OS thread until all 64 run at once, which only 64 started
+// workers can do; a missing worker fails the test after a minute instead of hanging it).
+TEST(WorkersStart, OnlyWhenWorkNeedsThem) {
+  constexpr int n = 64;
+  const int before = threads_of_this_process();
+  run_on(512, [&] {
+    EXPECT_EQ(apgas::num_workers(), 512);
+    const int idle = threads_of_this_process() - before;
+    EXPECT_LE(idle, static_cast<int>(std::thread::hardware_concurrency()) + 4) << "threads of an idle place";
+    std::atomic<int> running{0}, gave_up{0};
+    apgas::finish([&] {
+      for (int i = 0; i < n; ++i) {
+        apgas::async([&] {
+          running.fetch_add(1);
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (running.load() < n) {
+            if (std::chrono::steady_clock::now() > deadline) {
+              gave_up.fetch_add(1);
+              break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));  // holds the thread: no park
+          }
+        });
+      }
+    });
+    EXPECT_EQ(running.load(), n);
+    EXPECT_EQ(gave_up.load(), 0) << "fewer than " << n << " workers ran at once";
+    EXPECT_GE(threads_of_this_process() - before, n);
+  });
+}

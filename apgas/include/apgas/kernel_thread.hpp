@@ -17,11 +17,13 @@
 
 #include <apgas/error.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #if defined(__CUDACC__)
 #define APGAS_KERNEL __host__ __device__
@@ -846,6 +848,16 @@ class thread_block {
     for (int i = 0; i < threads(); ++i) p[i] = init;
     return detail::per_thread_cpu<T>(p);
 #endif
+  }
+  /// N values per thread that survive sync(), indexed [k][t] (k < N): N registers of each thread on a GPU (CUDA's
+  /// `float v1, ..., vN;` or `float v[N]` unrolled), N arrays of the block's threads on a CPU place, so that the k-th
+  /// values of neighbouring threads are adjacent and a for_threads loop vectorises over threads without shuffles
+  /// (per_thread<T[N]>-like structs put a thread's N values together instead: 4 threads' values then need a
+  /// transpose per vector, measured 1.2x slower on Parboil's cp). Each value initialised to `init`.
+  template <class T, std::size_t N>
+  APGAS_DETAIL_HD auto per_thread_array(const T& init = T{}) const {
+    return [&]<std::size_t... k>(std::index_sequence<k...>) { return std::array{((void)k, per_thread<T>(init))...}; }(
+        std::make_index_sequence<N>());
   }
   /// f() computed once for the block, its result (if any) on every thread (on a GPU thread 0 computes it and shares
   /// it; a barrier either way).

@@ -6,16 +6,21 @@
 
 // Parboil's cenergy (cuenergy_pre8_coalesce.cu): a 16 x 8 block computes 128 x 8 points of rows [y0, ...), each
 // thread 8 points of a row, 16 apart, from the atoms in constant memory. Block level: the loop over the atoms is the
-// block's, each thread's 8 sums live across it (registers on a GPU).
+// block's, each thread's 8 sums live across it (registers on a GPU, 8 arrays of the block's threads on a CPU place).
 static void cenergy(apgas::place p, std::span<const cp::atom> chunk, apgas::remote_array<float> e, int nx, int y0) {
   const apgas::grid g{{nx / cp::tile_x, static_cast<int>(e.size()) / nx / cp::block_y}, {cp::block_x, cp::block_y}};
   apgas::at(p, apgas::cuda_kernel(g, apgas::constant_from(chunk),
                                   [=] APGAS_KERNEL (apgas::thread_block b, std::span<const cp::atom> atominfo) {
     const int x = b.block_idx().x * cp::tile_x, y = b.block_idx().y * cp::block_y;  // in e; y0 + y in the plane
-    auto s = b.per_thread<cp::sums>();
-    for (const cp::atom& a : atominfo)
-      b.for_threads([&](apgas::thread_index t) { cp::add_atom(a, x + t.x, y0 + y + t.y, s[t]); });
-    b.for_threads([&](apgas::thread_index t) { cp::add_sums(s[t], e.data() + (y + t.y) * nx + x + t.x); });
+    auto s = b.per_thread_array<float, cp::unroll_x>();  // energyvalx1 .. energyvalx8
+    for (const cp::atom& a : atominfo) {
+      b.for_threads([&](apgas::thread_index t) {
+        cp::add_atom(a, x + t.x, y0 + y + t.y, [&](int k) -> float& { return s[k][t]; });
+      });
+    }
+    b.for_threads([&](apgas::thread_index t) {
+      cp::add_sums([&](int k) { return s[k][t]; }, e.data() + (y + t.y) * nx + x + t.x);
+    });
   }));
 }
 

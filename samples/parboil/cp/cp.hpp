@@ -13,6 +13,7 @@
 #include "parboil.hpp"
 
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -123,7 +124,10 @@ struct sums {
 
 /// One atom's contribution to one thread's eight points: lattice point (px, py) is the first, the others follow 16
 /// points apart in x (the kernel's dx2 = dx1 + gu, ...); precise 1.0f / sqrtf as Parboil (no fast math).
-CP_HD inline void add_atom(const atom& a, int px, int py, sums& s) {
+/// (e(k): the thread's k-th sum, a float&: sums' e[k], or a per_thread_array's [k][t].)
+template <class E>
+  requires std::invocable<E, int>
+CP_HD inline void add_atom(const atom& a, int px, int py, E&& e) {
   const float gu = spacing * block_x;
   const float dy = spacing * static_cast<float>(py) - a.y;
   const float dyz2 = dy * dy + a.dz2;
@@ -132,17 +136,25 @@ CP_HD inline void add_atom(const atom& a, int px, int py, sums& s) {
 #pragma unroll
 #endif
   for (int k = 0; k < unroll_x; ++k) {
-    s.e[k] += a.q * (1.0f / sqrtf(dx * dx + dyz2));
+    e(k) += a.q * (1.0f / sqrtf(dx * dx + dyz2));
     dx += gu;
   }
 }
+CP_HD inline void add_atom(const atom& a, int px, int py, sums& s) {
+  add_atom(a, px, py, [&](int k) -> float& { return s.e[k]; });
+}
 
 /// A thread's sums added to its points of the plane (`out` at its first point).
-CP_HD inline void add_sums(const sums& s, float* out) {
+template <class E>
+  requires std::invocable<E, int>
+CP_HD inline void add_sums(E&& e, float* out) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-  for (int k = 0; k < unroll_x; ++k) out[block_x * k] += s.e[k];
+  for (int k = 0; k < unroll_x; ++k) out[block_x * k] += e(k);
+}
+CP_HD inline void add_sums(const sums& s, float* out) {
+  add_sums([&](int k) { return s.e[k]; }, out);
 }
 
 /// The atoms in chunks of max_atoms, one launch each.

@@ -120,12 +120,12 @@ int main(int argc, char** argv) {
     const int nx = in->nx, ny = in->ny, nz = in->nz, iterations = in->iterations;
     const std::size_t plane = in->plane();
     const std::vector<apgas::place> where = parboil::all_compute_places(o.cpu);
-    std::vector<slab> slabs;  // the interior planes over them; the volumes made before the timed part
+    std::vector<slab> slabs;  // the interior planes over them; the volumes made (and filled) before the timed part
     for (int s = 0; s < int(where.size()); ++s) {
       const auto [z0, z1] = parboil::share(nz - 2, s, int(where.size()));
       if (z1 == z0) continue;
       slab sl{where[s], 1 + int(z0), 1 + int(z1)};
-      for (auto& v : sl.v) v = apgas::make_remote_array<float>(sl.p, (z1 - z0 + 2) * plane);
+      for (auto& v : sl.v) v = apgas::make_remote_array<float>(sl.p, (z1 - z0 + 2) * plane, 0.0f);  // (touched)
       slabs.push_back(sl);
     }
     std::vector<float> result(in->cells());

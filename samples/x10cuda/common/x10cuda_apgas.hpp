@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <utility>
 #include <vector>
 
 namespace x10cuda {
@@ -38,16 +37,8 @@ inline std::vector<part> parts(long long n, bool cpu, long long grain = 1) {
   return out;
 }
 
-/// N per-thread values of a block-level body as an array of handles, indexed [i][t]: N registers of each thread on a
-/// GPU, N arrays of the block's threads on a CPU place.
-template <class T, std::size_t N>
-APGAS_KERNEL inline auto per_thread_array(const apgas::thread_block& b) {
-  return [&]<std::size_t... i>(std::index_sequence<i...>) { return std::array{((void)i, b.per_thread<T>())...}; }(
-      std::make_index_sequence<N>());
-}
-
-/// a[i] = a[i + 1], and the last gets the first. On per_thread_array handles: a shift of each thread's registers on a
-/// GPU, of the handles (pointers), not the values, on a CPU place.
+/// a[i] = a[i + 1], and the last gets the first. On thread_block::per_thread_array handles: a shift of each
+/// thread's registers on a GPU, of the handles (pointers), not the values, on a CPU place.
 template <class A>
 APGAS_KERNEL inline void rotate_left(A& a) {
   const auto first = a[0];

@@ -181,19 +181,11 @@ class mpi_transport final : public transport {
       probe_put_off_ = probe_due_ && !probe;
       if (probe) probe_due_ = false;
       large_seen_ = false;
-      for (int k = 0; probe && k < 16; ++k) {
-        int flag = 0;
-        MPI_Message msg;
-        MPI_Status st;
-        check(MPI_Improbe(MPI_ANY_SOURCE, am_large_tag, comm_, &flag, &msg, &st), "MPI_Improbe");
-        if (!flag) break;
-        int n = 0;
-        check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
-        aligned_buffer buf(static_cast<std::size_t>(n));
-        check(MPI_Mrecv(buf.data(), n, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
-        large_.emplace_back(st.MPI_SOURCE, std::move(buf));
-        large_seen_ = true;
+      if (!held_.empty()) {  // taken by a barrier: delivered now
+        for (auto& m : held_) large_.push_back(std::move(m));
+        held_.clear();
       }
+      if (probe) large_seen_ = take_large_locked(large_, 16);
     }
     // A whole message is delivered straight from the receive buffer (no copy), the last piece of a medium one
     // from its reassembly buffer; the receive buffer is posted again by the next poll.
@@ -249,10 +241,27 @@ class mpi_transport final : public transport {
     }
   }
 
+  // Our large sends complete only when their receiver takes them (rendezvous), and a peer's only when we take them:
+  // so until ours have completed and every place has arrived, take the large messages that come (held for the next
+  // poll, if there is one: at shut-down nothing awaits them; a blocking wait here hung the final barrier when a
+  // message outside any finish was still unprobed at its receiver). Small ones land in the pre-posted receives.
   void barrier() override {
     std::lock_guard lock(mpi_);
-    drain_sends_locked();
-    check(MPI_Barrier(comm_), "MPI_Barrier");
+    flush_locked();
+    MPI_Request bar = MPI_REQUEST_NULL;
+    for (bool arrived = false;;) {
+      complete_sends_locked();
+      if (!arrived && in_flight_.empty()) {
+        check(MPI_Ibarrier(comm_, &bar), "MPI_Ibarrier");
+        arrived = true;
+      }
+      if (arrived) {
+        int done = 0;
+        check(MPI_Test(&bar, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) return;
+      }
+      take_large_locked(held_, 16);
+    }
   }
 
   std::vector<std::byte> allgather(std::span<const std::byte> mine) override {
@@ -402,10 +411,23 @@ class mpi_transport final : public transport {
     return any;
   }
 
-  void drain_sends_locked() {
-    flush_locked();
-    for (auto& f : in_flight_) check(MPI_Waitall(f.nreq, f.reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-    in_flight_.clear();
+  /// Up to `max` probed large messages into `into`; whether any came.
+  bool take_large_locked(std::vector<std::pair<int, aligned_buffer>>& into, int max) {
+    bool any = false;
+    for (int k = 0; k < max; ++k) {
+      int flag = 0;
+      MPI_Message msg;
+      MPI_Status st;
+      check(MPI_Improbe(MPI_ANY_SOURCE, am_large_tag, comm_, &flag, &msg, &st), "MPI_Improbe");
+      if (!flag) break;
+      int n = 0;
+      check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
+      aligned_buffer buf(static_cast<std::size_t>(n));
+      check(MPI_Mrecv(buf.data(), n, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+      into.emplace_back(st.MPI_SOURCE, std::move(buf));
+      any = true;
+    }
+    return any;
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -446,6 +468,7 @@ class mpi_transport final : public transport {
   };
   std::vector<partial> partial_;  // by source; the poller's
   std::vector<std::pair<int, aligned_buffer>> large_;  // the poller's scratch
+  std::vector<std::pair<int, aligned_buffer>> held_;   // (under mpi_) taken by barrier(), for the next poll
   std::vector<bulk_recv> landed_;
   unsigned polls_ = 0;       // under mpi_
   bool large_seen_ = false;  // under mpi_: the last probe found a large message

@@ -212,6 +212,8 @@ class ofi_transport final : public transport {
     bool progress = false;
     {
       std::lock_guard lock(lock_, std::adopt_lock);
+      arrived.swap(held_arrived_);  // taken by a barrier
+      landed.swap(held_landed_);
       progress |= flush_locked();
       fi_cq_msg_entry entries[32];
       for (;;) {
@@ -246,9 +248,19 @@ class ofi_transport final : public transport {
     return progress || !arrived.empty() || !landed.empty();
   }
 
+  // A peer's sends may complete only while we take its fragments (the tcp provider progresses a socket when its
+  // owner reads the completion queue), so the barrier keeps taking them until every place has arrived (a blocking
+  // MPI_Barrier here hung shut-down when a peer still had a message outside any finish to send).
   void barrier() override {
     drain();
-    check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+    MPI_Request bar = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibarrier(comm_, &bar), "MPI_Ibarrier");
+    for (int done = 0;;) {
+      check_mpi(MPI_Test(&bar, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      std::lock_guard lock(lock_);
+      take_late_locked();
+    }
   }
 
   std::vector<std::byte> allgather(std::span<const std::byte> mine) override {
@@ -397,26 +409,32 @@ class ofi_transport final : public transport {
     if (traffic_.empty() || traffic_.back() != src) traffic_.push_back(src);
   }
 
+  /// Completions in a barrier: sends end; a fragment is taken (what it completes is held for the next poll: at
+  /// start-up a place that has left the barrier may already send to one still in it) and its buffer posted again.
+  void take_late_locked() {
+    fi_cq_msg_entry entries[32];
+    ssize_t n;
+    while ((n = fi_cq_read(cq_, entries, 32)) > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        op* o = reinterpret_cast<op*>(entries[i].op_context);
+        if (o->is_recv) {
+          on_fragment(o->buf.data(), entries[i].len, held_arrived_, held_landed_);
+          post_recv(*o);
+        } else {
+          sends_in_flight_.erase(o);
+          delete o;
+        }
+      }
+    }
+  }
+
   void drain() {
     // Send everything queued and wait for the completions (start-up and shut-down only).
     for (;;) {
       {
         std::lock_guard lock(lock_);
         flush_locked();
-        fi_cq_msg_entry entries[32];
-        ssize_t n;
-        while ((n = fi_cq_read(cq_, entries, 32)) > 0) {
-          for (ssize_t i = 0; i < n; ++i) {
-            op* o = reinterpret_cast<op*>(entries[i].op_context);
-            if (o->is_recv) {
-              // A late message (none are expected here): keep its buffer posted.
-              post_recv(*o);
-            } else {
-              sends_in_flight_.erase(o);
-              delete o;
-            }
-          }
-        }
+        take_late_locked();
         bool empty = false;
         {
           std::lock_guard out(out_mutex_);
@@ -443,6 +461,8 @@ class ofi_transport final : public transport {
   std::mutex lock_;  // every libfabric call, and the tables below
   std::vector<std::unique_ptr<op>> recvs_;
   std::deque<std::pair<int, op*>> pending_;
+  std::vector<std::pair<int, aligned_buffer>> held_arrived_;  // (under lock_) completed in a barrier: for the next poll
+  std::vector<std::pair<done_fn, void*>> held_landed_;
   std::set<op*> sends_in_flight_;
   std::map<std::pair<int, std::uint64_t>, reassembly> messages_;
   std::vector<int> traffic_;  // sources of fragments taken by this poll that did not complete a message
