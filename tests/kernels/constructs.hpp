@@ -219,7 +219,8 @@ inline void warp_ops(apgas::place p) {
   }
 }
 
-// A block-level body on 2-D blocks (8 x 5): per-thread values survive sync, single, reduce, scans, count/all/any.
+// A block-level body on 2-D blocks (8 x 5): per-thread values (per_thread, per_thread_array) survive sync, single,
+// reduce, scans, count/all/any.
 inline void block_level(apgas::place p) {
   constexpr int bx = 8, by = 5, threads = bx * by, blocks = 3, outs = 6;
   KC_ARRAY(float, out, p, static_cast<std::size_t>(blocks * threads * outs));
@@ -228,8 +229,10 @@ inline void block_level(apgas::place p) {
                                   [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<float> sh) {
     float* o = out.data() + b.block() * threads * outs;
     auto mine = b.per_thread<float>(0.0f);
+    auto two = b.per_thread_array<float, 2>(-1.0f);  // [k][t]: [0] set below, [1] keeps its initial value
     b.for_threads([&](apgas::thread_index t) {
       mine[t] = static_cast<float>(t.linear) * 0.25f + static_cast<float>(b.block());
+      two[0][t] = mine[t] + 1.0f;
       sh[static_cast<std::size_t>(t.linear)] = mine[t];
     });
     b.sync();
@@ -246,6 +249,8 @@ inline void block_level(apgas::place p) {
     b.for_threads([&](apgas::thread_index t) {
       o[t.linear * outs + 1] = incl[t];
       o[t.linear * outs + 2] = static_cast<float>(excl[t]);
+      o[t.linear * outs + 3] = two[0][t];
+      o[t.linear * outs + 4] = two[1][t];
     });
     b.single([&] {
       float* pb = per_block.data() + b.block() * 5;
@@ -278,6 +283,8 @@ inline void block_level(apgas::place p) {
       EXPECT_EQ(o[0], v[(i + 1) % threads] + v[i]) << "block " << blk << " thread " << i;
       EXPECT_EQ(bits(o[1]), bits(incl[i]));
       EXPECT_EQ(o[2], static_cast<float>(i == 0 ? 100 : 100 + xs[i - 1]));
+      EXPECT_EQ(o[3], v[i] + 1.0f);  // per_thread_array: survives sync and the collectives
+      EXPECT_EQ(o[4], -1.0f);
     }
     EXPECT_EQ(bits(pb[blk * 5 + 0]), bits(red[0]));
     EXPECT_EQ(pb[blk * 5 + 1], v[0] * 2.0f);

@@ -853,7 +853,9 @@ class thread_block {
   /// `float v1, ..., vN;` or `float v[N]` unrolled), N arrays of the block's threads on a CPU place, so that the k-th
   /// values of neighbouring threads are adjacent and a for_threads loop vectorises over threads without shuffles
   /// (per_thread<T[N]>-like structs put a thread's N values together instead: 4 threads' values then need a
-  /// transpose per vector, measured 1.2x slower on Parboil's cp). Each value initialised to `init`.
+  /// transpose per vector, measured 1.2x slower on Parboil's cp; but a loop over k at run time inside the thread
+  /// loop, a[k][t], goes through N pointers: 3x slower on sgemm than per_thread<std::array>). Each value initialised
+  /// to `init`.
   template <class T, std::size_t N>
   APGAS_DETAIL_HD auto per_thread_array(const T& init = T{}) const {
     return [&]<std::size_t... k>(std::index_sequence<k...>) { return std::array{((void)k, per_thread<T>(init))...}; }(

@@ -7,6 +7,7 @@
 #include "parboil_apgas.hpp"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 namespace {
@@ -23,7 +24,7 @@ void multiply_at(apgas::place p, apgas::remote_array<float> a, apgas::remote_arr
                                   [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float> b_s) {
     const float *A = a.data(), *B = bt.data();
     const int row0 = b.block_idx().x * tile_m, col0 = b.block_idx().y * tile_n;
-    auto acc = b.per_thread_array<float, tile_n>();  // a thread's 16 sums c[16]: registers on a GPU
+    auto acc = b.per_thread<std::array<float, tile_n>>();  // a thread's 16 sums: registers on a GPU
     for (int l0 = 0; l0 < k; l0 += tile_k) {
       b.for_threads([&](apgas::thread_index t) { b_s[t.y * tile_n + t.x] = B[col0 + t.x + (l0 + t.y) * n]; });
       b.sync();
@@ -31,15 +32,15 @@ void multiply_at(apgas::place p, apgas::remote_array<float> a, apgas::remote_arr
         float av[tile_k];  // the thread's row of A in this k step
         for (int j = 0; j < tile_k; ++j) av[j] = A[row0 + t.linear + (l0 + j) * m];
         for (int q = 0; q < tile_n; ++q) {
-          float s = acc[q][t];
+          float s = acc[t][q];
           for (int j = 0; j < tile_k; ++j) s += av[j] * b_s[j * tile_n + q];
-          acc[q][t] = s;
+          acc[t][q] = s;
         }
       });
       b.sync();
     }
     b.for_threads([&](apgas::thread_index t) {
-      for (int q = 0; q < tile_n; ++q) c.data()[row0 + t.linear + (col0 + q) * m] = acc[q][t];
+      for (int q = 0; q < tile_n; ++q) c.data()[row0 + t.linear + (col0 + q) * m] = acc[t][q];
     });
   }));
 }
