@@ -190,8 +190,11 @@ scheduler::scheduler(const config& cfg, int places_on_host)
   // This process's workers against the CPUs it may use, and all places' workers against the host's CPUs (a
   // launcher that binds each process to its own CPUs makes the first the one that counts).
   const long host_cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  oversubscribed_ = n > usable_cpus() || static_cast<long>(places_on_host) * n > host_cpus;
-  places_on_host_ = places_on_host;
+  const int usable = usable_cpus();
+  oversubscribed_ = n > usable || static_cast<long>(places_on_host) * n > host_cpus;
+  // Started at once: this place's share of the host's CPUs, no more than it may use, at least one (see start()).
+  const long share = std::max(1L, host_cpus / std::max(1, places_on_host));
+  first_workers_ = static_cast<std::size_t>(std::min<long>({static_cast<long>(n), share, static_cast<long>(usable)}));
   workers_.resize(static_cast<std::size_t>(n));  // each made when its thread starts (a deque of 8 KiB each)
 }
 
@@ -206,12 +209,8 @@ void scheduler::start_worker(std::size_t i) {
 }
 
 void scheduler::start() {
-  // This place's share of the host's CPUs (and no more than this process may use), at least one.
-  const long host_cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  const long share = std::max(1L, host_cpus / std::max(1, places_on_host_));
-  const std::size_t first = std::min<std::size_t>(workers_.size(), static_cast<std::size_t>(std::min<long>(share, usable_cpus())));
   std::lock_guard lock(grow_mutex_);
-  for (std::size_t i = 0; i < first; ++i) start_worker(i);
+  for (std::size_t i = 0; i < first_workers_; ++i) start_worker(i);
 }
 
 void scheduler::grow() noexcept {
@@ -303,8 +302,8 @@ void scheduler::notify() noexcept {
 #endif
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     epoch_.notify_one();
-  } else {
-    grow();  // every started worker is busy (or still searching): one more, while there are any
+  } else if (started_.load(std::memory_order_relaxed) < workers_.size()) {
+    grow();  // every started worker is busy (or still searching): one more
   }
 }
 

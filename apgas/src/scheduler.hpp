@@ -123,7 +123,7 @@ class scheduler {
 
   std::size_t stack_size_;
   bool kernel_check_;
-  int places_on_host_ = 1;
+  std::size_t first_workers_ = 1;  // started by start()
   bool oversubscribed_ = false;  // more workers on this host (all places) than CPUs this process may use
   // The idle poller: with a polled backend, one idle worker at a time naps and polls (the one whose index this
   // holds, -1: none); the other idle workers sleep until notified, so that idle places do not burn the CPUs.

@@ -38,6 +38,7 @@ namespace {
 
 constexpr std::size_t frag_bytes = 64 * 1024;
 constexpr int posted_receives = 64;
+constexpr std::size_t completions_per_read = 32;
 
 struct frag_header {
   std::uint32_t src;
@@ -215,29 +216,10 @@ class ofi_transport final : public transport {
       arrived.swap(held_arrived_);  // taken by a barrier
       landed.swap(held_landed_);
       progress |= flush_locked();
-      fi_cq_msg_entry entries[32];
       for (;;) {
-        const ssize_t n = fi_cq_read(cq_, entries, 32);
-        if (n == -FI_EAGAIN) break;
-        if (n == -FI_EAVAIL) {
-          fi_cq_err_entry err{};
-          fi_cq_readerr(cq_, &err, 0);
-          throw transport_error(std::string("apgas transport ofi (") + provider_ +
-                                "): a transfer failed: " + fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
-        }
-        if (n < 0) fail("fi_cq_read", static_cast<int>(n));
-        progress = true;
-        for (ssize_t i = 0; i < n; ++i) {
-          op* o = reinterpret_cast<op*>(entries[i].op_context);
-          if (o->is_recv) {
-            on_fragment(o->buf.data(), entries[i].len, arrived, landed);
-            post_recv(*o);
-          } else {
-            sends_in_flight_.erase(o);
-            delete o;
-          }
-        }
-        if (n < 32) break;
+        const std::size_t n = complete_locked(arrived, landed);
+        progress |= n > 0;
+        if (n < completions_per_read) break;
       }
       progress |= flush_locked();
       traffic.swap(traffic_);
@@ -409,22 +391,37 @@ class ofi_transport final : public transport {
     if (traffic_.empty() || traffic_.back() != src) traffic_.push_back(src);
   }
 
-  /// Completions in a barrier: sends end; a fragment is taken (what it completes is held for the next poll: at
-  /// start-up a place that has left the barrier may already send to one still in it) and its buffer posted again.
-  void take_late_locked() {
-    fi_cq_msg_entry entries[32];
-    ssize_t n;
-    while ((n = fi_cq_read(cq_, entries, 32)) > 0) {
-      for (ssize_t i = 0; i < n; ++i) {
-        op* o = reinterpret_cast<op*>(entries[i].op_context);
-        if (o->is_recv) {
-          on_fragment(o->buf.data(), entries[i].len, held_arrived_, held_landed_);
-          post_recv(*o);
-        } else {
-          sends_in_flight_.erase(o);
-          delete o;
-        }
+  /// One read of the completion queue (at most completions_per_read): a send ends; a fragment goes to reassembly
+  /// (what it completes into arrived / landed) and its buffer is posted again. Returns how many completed.
+  std::size_t complete_locked(std::vector<std::pair<int, aligned_buffer>>& arrived,
+                              std::vector<std::pair<done_fn, void*>>& landed) {
+    fi_cq_msg_entry entries[completions_per_read];
+    const ssize_t n = fi_cq_read(cq_, entries, completions_per_read);
+    if (n == -FI_EAGAIN) return 0;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      fi_cq_readerr(cq_, &err, 0);
+      throw transport_error(std::string("apgas transport ofi (") + provider_ +
+                            "): a transfer failed: " + fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
+    }
+    if (n < 0) fail("fi_cq_read", static_cast<int>(n));
+    for (ssize_t i = 0; i < n; ++i) {
+      op* o = reinterpret_cast<op*>(entries[i].op_context);
+      if (o->is_recv) {
+        on_fragment(o->buf.data(), entries[i].len, arrived, landed);
+        post_recv(*o);
+      } else {
+        sends_in_flight_.erase(o);
+        delete o;
       }
+    }
+    return static_cast<std::size_t>(n);
+  }
+
+  /// Completions in a barrier: what fragments complete is held for the next poll (at start-up a place that has left
+  /// the barrier may already send to one still in it).
+  void take_late_locked() {
+    while (complete_locked(held_arrived_, held_landed_) > 0) {
     }
   }
 
