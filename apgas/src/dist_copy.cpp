@@ -1,6 +1,6 @@
 // Bulk copies between host places (async_copy): the bulk_put and bulk_get messages, whose payloads go through the
-// transport's bulk path, and the registry of this place's remote arrays that bounds-checks every transfer. Their
-// messages are counted by the distributed finish (dist_finish.cpp) like activity messages.
+// transport's bulk path, each bounds-checked against this place's remote arrays (arrays.cpp). Their messages are
+// counted by the distributed finish (dist_finish.cpp) like activity messages.
 #include "dist_state.hpp"
 
 #include "finish.hpp"
@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <span>
 #include <string>
@@ -34,8 +33,6 @@ enum class target_kind : std::uint8_t { array = 0, ticket = 1, ticket_withdrawn 
 namespace {
 
 void landed(void* ctx) { static_cast<finish_state*>(ctx)->complete(); }
-
-std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n);
 
 // A put whose target was rejected: its payload is still received (the sender's finish waits for it to land), into
 // a scratch buffer that is freed when it has, and the rejection is the exception of the finish that sent it.
@@ -176,72 +173,4 @@ std::size_t copy_tickets_pending() noexcept {
   return g_dist->tickets.size();
 }
 
-}  // namespace apgas::detail
-
-// ---- remote arrays: the registry that bounds-checks bulk transfers ----
-namespace apgas::detail {
-namespace {
-struct array_table {
-  std::mutex mutex;
-  std::map<std::uintptr_t, std::size_t> arrays;  // address -> bytes, for the arrays whose home is this place
-};
-array_table& arrays() {
-  static array_table t;
-  return t;
-}
-
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-// The bytes [addr, addr + n) lie inside one live array (under the table's lock).
-bool inside_live_array(const array_table& t, std::uint64_t addr, std::uint64_t n) {
-  auto it = t.arrays.upper_bound(static_cast<std::uintptr_t>(addr));
-  if (it == t.arrays.begin()) return false;
-  --it;
-  const std::uint64_t start = it->first;
-  return addr >= start && n <= it->second && addr - start <= it->second - n;
-}
-
-[[noreturn]] void not_live(const char* what, std::uint64_t addr, std::uint64_t n, int place) {
-  throw illegal_operation_exception(std::string(what) + ": the " + std::to_string(n) + " bytes at " + hex(addr) +
-                                    " are not inside a live remote_array at place " + std::to_string(place) +
-                                    " (it was freed, or its token was not made by make_remote_array)");
-}
-
-// Called by the polling thread (no activity: the place is the process's rank).
-std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n) {
-  {
-    auto& t = arrays();
-    std::lock_guard lock(t.mutex);
-    if (!inside_live_array(t, addr, n)) not_live("apgas::async_copy", addr, n, g_dist->rank);
-  }
-  return {reinterpret_cast<std::byte*>(addr), static_cast<std::size_t>(n)};
-}
-}  // namespace
-
-void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes) {
-  auto& t = arrays();
-  std::lock_guard lock(t.mutex);
-  if (!inside_live_array(t, addr, bytes)) not_live(what, addr, bytes, here_id());
-}
-
-void array_register(std::uintptr_t addr, std::size_t bytes) {
-  auto& t = arrays();
-  std::lock_guard lock(t.mutex);
-  t.arrays[addr] = bytes;
-}
-
-void array_unregister(std::uintptr_t addr) {
-  auto& t = arrays();
-  std::lock_guard lock(t.mutex);
-  if (t.arrays.erase(addr) == 0) {
-    throw illegal_operation_exception("apgas::free_remote_array: the remote_array at " + hex(addr) + " of place " +
-                                      std::to_string(here_id()) +
-                                      " is not live there (freed twice, e.g. through a copy of the remote_array, or "
-                                      "its token was not made by make_remote_array); nothing was freed");
-  }
-}
 }  // namespace apgas::detail

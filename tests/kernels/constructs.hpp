@@ -220,7 +220,7 @@ inline void warp_ops(apgas::place p) {
 }
 
 // A block-level body on 2-D blocks (8 x 5): per-thread values (per_thread, per_thread_array) survive sync, single,
-// reduce, scans, count/all/any.
+// reduce, scans, count/all/any; for_threads_in (boxes of threads, clipped to the block) and prefetch.
 inline void block_level(apgas::place p) {
   constexpr int bx = 8, by = 5, threads = bx * by, blocks = 3, outs = 6;
   KC_ARRAY(float, out, p, static_cast<std::size_t>(blocks * threads * outs));
@@ -251,7 +251,16 @@ inline void block_level(apgas::place p) {
       o[t.linear * outs + 2] = static_cast<float>(excl[t]);
       o[t.linear * outs + 3] = two[0][t];
       o[t.linear * outs + 4] = two[1][t];
+      o[t.linear * outs + 5] = -7.0f;
     });
+    b.prefetch(o, threads * outs);  // a hint: changes nothing
+    // for_threads_in: the threads of a box, each on its own (no sync between its writes and theirs); clipped boxes
+    b.for_threads_in({2, 1, 0}, {5, 3, 1}, [&](apgas::thread_index t) {
+      o[t.linear * outs + 5] = 10.0f + static_cast<float>(t.linear) + 0.5f * static_cast<float>(t.x);
+    });
+    b.for_threads_in({bx - 1, by - 1, -3}, {100, 100, 5},
+                     [&](apgas::thread_index t) { o[t.linear * outs + 5] += 1000.0f; });
+    b.for_threads_in({3, 3, 0}, {2, 4, 1}, [&](apgas::thread_index t) { o[t.linear * outs + 5] = 1e9f; });  // empty
     b.single([&] {
       float* pb = per_block.data() + b.block() * 5;
       pb[0] = total;
@@ -285,6 +294,10 @@ inline void block_level(apgas::place p) {
       EXPECT_EQ(o[2], static_cast<float>(i == 0 ? 100 : 100 + xs[i - 1]));
       EXPECT_EQ(o[3], v[i] + 1.0f);  // per_thread_array: survives sync and the collectives
       EXPECT_EQ(o[4], -1.0f);
+      const int x = i % bx, y = i / bx;
+      const bool in_box = x >= 2 && x < 5 && y >= 1 && y < 3;
+      const float boxed = in_box ? 10.0f + static_cast<float>(i) + 0.5f * static_cast<float>(x) : -7.0f;
+      EXPECT_EQ(o[5], boxed + (x == bx - 1 && y == by - 1 ? 1000.0f : 0.0f)) << "for_threads_in, thread " << i;
     }
     EXPECT_EQ(bits(pb[blk * 5 + 0]), bits(red[0]));
     EXPECT_EQ(pb[blk * 5 + 1], v[0] * 2.0f);

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -37,12 +38,13 @@ void* place_local_get(std::uint64_t id);
 void place_local_put(std::uint64_t id, void* obj, void (*destroy)(void*));
 void place_local_erase(std::uint64_t id);
 std::uint64_t place_local_new_id();
-/// Remote arrays of this place: every copy into or out of one (a memcpy here or a bulk transfer from another place)
-/// is checked against this registry, and so is every free.
-void array_register(std::uintptr_t addr, std::size_t bytes);
-/// Removes the array that starts at addr; illegal_operation_exception naming the array and this place if there is
-/// none (freed twice, e.g. through a copy of the remote_array, or never made by make_remote_array).
-void array_unregister(std::uintptr_t addr);
+/// A new remote array of this place: `bytes` zero bytes aligned to `align` (at least 64; 2 MiB aligned and on
+/// transparent huge pages from 2 MiB on), registered so that every copy into or out of it (a memcpy here or a bulk
+/// transfer from another place) and its free are checked (arrays.cpp).
+void* array_new(std::size_t bytes, std::size_t align);
+/// Unregisters and frees the array that starts at addr; illegal_operation_exception naming the array and this place
+/// if there is none (freed twice, e.g. through a copy of the remote_array, or never made by make_remote_array).
+void array_delete(std::uintptr_t addr);
 /// Bytes [addr, addr + bytes) lie inside one live array of this place; illegal_operation_exception naming the range
 /// and this place if not (the array was freed, or the token forged).
 void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes);
@@ -50,9 +52,17 @@ void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes);
 void put_bytes(place p, std::uintptr_t to, std::span<const std::byte> data);
 void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into);
 template <class T>
+std::size_t array_bytes(std::size_t n) {
+  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) {
+    throw std::length_error("apgas::make_remote_array: " + std::to_string(n) + " elements of " +
+                            std::to_string(sizeof(T)) + " bytes do not fit in the address space");
+  }
+  return n * sizeof(T);
+}
+template <class T>
 std::uintptr_t new_array(std::size_t n) {
-  T* a = new T[n]();
-  detail::array_register(reinterpret_cast<std::uintptr_t>(a), n * sizeof(T));
+  T* a = static_cast<T*>(array_new(array_bytes<T>(n), alignof(T)));
+  if constexpr (!std::is_trivially_default_constructible_v<T>) std::uninitialized_value_construct_n(a, n);
   return reinterpret_cast<std::uintptr_t>(a);
 }
 }  // namespace detail
@@ -176,14 +186,6 @@ void check_range(const char* what, std::size_t off, std::size_t n, std::size_t s
     throw bad_place_exception(std::string(what) + ": " + range + " are outside the array of " + std::to_string(size));
   }
 }
-template <class T>
-std::size_t array_bytes(std::size_t n) {
-  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) {
-    throw std::length_error("apgas::make_remote_array: " + std::to_string(n) + " elements of " +
-                            std::to_string(sizeof(T)) + " bytes do not fit in the address space");
-  }
-  return n * sizeof(T);
-}
 /// n zero-filled elements at p: host memory at a host place, device memory at a GPU place (allocated by its host).
 template <class T>
 std::uintptr_t alloc_array(place p, std::size_t n) {
@@ -267,8 +269,7 @@ void free_remote_array(remote_array<T>& a) {
     at(home.parent(), [gpu, addr] { detail::gpu_free(place(gpu), addr); });
   } else {
     at(home, [addr] {
-      detail::array_unregister(addr);
-      delete[] reinterpret_cast<T*>(addr);
+      detail::array_delete(addr);  // (T is trivially copyable: nothing to destroy)
     });
   }
   a = remote_array<T>();

@@ -30,7 +30,8 @@ void multiply_at(apgas::place p, apgas::remote_array<float> a, apgas::remote_arr
       b.sync();
       b.for_threads([&](apgas::thread_index t) {
         float av[tile_k];  // the thread's row of A in this k step
-        for (int j = 0; j < tile_k; ++j) av[j] = A[row0 + t.linear + (l0 + j) * m];
+        const float* a_row = A + row0 + t.linear + static_cast<long>(l0) * m;
+        for (int j = 0; j < tile_k; ++j) av[j] = a_row[static_cast<long>(j) * m];
         for (int q = 0; q < tile_n; ++q) {
           float s = acc[t][q];
           for (int j = 0; j < tile_k; ++j) s += av[j] * b_s[j * tile_n + q];
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
       int r0, rows;
       apgas::remote_array<float> a, bt, c;
       std::vector<float> a_rows, c_rows;  // A's and C's rows here, when they are not all of A and C
+      bool home = false;                  // all of C on this CPU place: A and B^T made there, C used where it is
     };
     const std::vector<apgas::place> where = parboil::all_compute_places(o.cpu);
     std::vector<part> parts;  // C in blocks of 128 rows over them; all memory made before the timed part
@@ -65,6 +67,12 @@ int main(int argc, char** argv) {
       const auto [r0, r1] = parboil::share(m, i, int(where.size()), tile_m);
       const std::size_t rows = r1 - r0, a_rows = rows == std::size_t(m) ? 0 : rows * k;
       const apgas::place p = where[i];
+      if (rows == std::size_t(m) && p == apgas::here()) {  // as the OpenMP program, which holds its input where it
+        parts.push_back({p, 0, m, apgas::make_remote_array(p, std::span<const float>(in->a)),  // computes
+                         apgas::make_remote_array(p, std::span<const float>(in->bt)),
+                         apgas::make_remote_array<float>(p, rows * n), {}, {}, true});
+        continue;
+      }
       parts.push_back({p, int(r0), int(rows), apgas::make_remote_array<float>(p, rows * k),
                        apgas::make_remote_array<float>(p, in->bt.size()), apgas::make_remote_array<float>(p, rows * n),
                        std::vector<float>(a_rows), std::vector<float>(a_rows == 0 ? 0 : rows * n)});
@@ -80,15 +88,17 @@ int main(int argc, char** argv) {
           for (int l = 0; l < (all ? 0 : k); ++l) {
             std::copy_n(&in->a[pt.r0 + std::size_t(l) * m], pt.rows, &pt.a_rows[std::size_t(l) * pt.rows]);
           }
-          apgas::finish([&] {
-            apgas::async_copy(std::span(all ? in->a : pt.a_rows), pt.a);
-            apgas::async_copy(std::span(in->bt), pt.bt);
-          });
+          if (!pt.home) {
+            apgas::finish([&] {
+              apgas::async_copy(std::span(all ? in->a : pt.a_rows), pt.a);
+              apgas::async_copy(std::span(in->bt), pt.bt);
+            });
+          }
           const apgas::place host = pt.p.is_cuda() ? pt.p.parent() : pt.p;  // the kernel is launched from there
           apgas::at(host, [p = pt.p, a = pt.a, bt = pt.bt, cr = pt.c, rows = pt.rows, n, k] {
             multiply_at(p, a, bt, cr, rows, n, k);
           });
-          apgas::finish([&] { apgas::async_copy(pt.c, 0, std::span(all ? c : pt.c_rows)); });
+          if (!pt.home) apgas::finish([&] { apgas::async_copy(pt.c, 0, std::span(all ? c : pt.c_rows)); });
           for (int j = 0; j < (all ? 0 : n); ++j) {
             std::copy_n(&pt.c_rows[std::size_t(j) * pt.rows], pt.rows, &c[pt.r0 + std::size_t(j) * m]);
           }
@@ -96,9 +106,12 @@ int main(int argc, char** argv) {
       }
     });
     time.stop();
+    const bool home = parts.size() == 1 && parts[0].home;
+    const int code = sgemm::finish(prog, o, *in, home ? std::span<const float>(parts[0].c.data(), c.size()) : c,
+                                   time.seconds(), parboil::places_field(o.cpu));
     for (part& pt : parts) {
       for (auto* x : {&pt.a, &pt.bt, &pt.c}) apgas::free_remote_array(*x);
     }
-    return sgemm::finish(prog, o, *in, c, time.seconds(), parboil::places_field(o.cpu));
+    return code;
   });
 }

@@ -17,71 +17,89 @@ namespace {
 
 constexpr const char* prog = "apgas_parboil_stencil";
 constexpr int ty = 4;  // Parboil's block height; its width tx: 32 on a GPU (Parboil's), a whole row on a CPU place
+constexpr int pad = 4;  // a row of the shared tile: pad - 1 unused, the left halo point, 2tx points, the right, pad - 1
+                        // (so that the tile's points start 16-byte aligned: aligned vector stores on a CPU place)
 
 // Parboil's block2D_hybrid_coarsen_x (src/cuda/kernel.cu): a (tx, 4) block owns a 2tx x 4 column of the volume and
-// walks it along z, the planes below and above in registers, the current plane in shared memory; two barriers per
-// plane. Its halo is staged in shared memory too (rows above and below: one point per thread; the columns at the
-// sides: the edge threads, where they lie inside the volume), so the update reads shared memory only and, in a tile
-// inside the volume, stores every point (a boundary point keeps its value): on a CPU place a loop with no branch.
+// walks it along z. Parboil keeps the planes below and above in registers and the current plane in shared memory,
+// two barriers per plane; here planes k - 1, k and k + 1 of the column sit in a ring of three shared planes, so that
+// a thread loads plane k + 1's point straight into its place in the ring: one barrier per plane, and on a CPU place
+// nothing copied from per-thread storage (7 loads and 2 stores per point). The halo of plane k + 1 is staged in the
+// same pass (rows above and below: one point per thread; the columns at the sides: the edge threads, where they lie
+// inside the volume), so the update reads shared memory only and, in a tile inside the volume, stores every point
+// (the boundary gets its value back after): on a CPU place a loop with no branch.
 APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::shared_span<float> sh, const float* A0,
                                                   float* An, int nx, int ny, int nz) {
-  const int tx = b.block_dim().x, w = 2 * tx + 2;  // w: a row of the shared plane, with its halo
+  const int tx = b.block_dim().x, w = 2 * tx + 2 * pad, ring = (ty + 2) * w;  // w: a row of a shared plane
   const int x0 = b.block_idx().x * 2 * tx, y0 = b.block_idx().y * ty, plane = nx * ny;
   const bool x_halo = x0 > 0 || x0 + 2 * tx < nx;                            // a side column inside the volume
   const int below = y0 > 0 ? y0 - 1 : 0, above = y0 + ty < ny ? y0 + ty : ny - 1;  // the halo rows (in the volume)
   auto clamp = [](int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); };
-  using reg = decltype(b.per_thread<float>());  // a value per thread: a register on a GPU
-  reg bottom[2] = {b.per_thread<float>(), b.per_thread<float>()};
-  reg top[2] = {b.per_thread<float>(), b.per_thread<float>()};
+  auto slot = [&](int k) { return k % 3 * ring; };  // plane k's place in the ring
   // The block's work for a tile inside the volume (full: a compile-time constant, nothing tested per point) or not.
   auto walk = [&](auto full) {
-    auto stage = [&](int k) {  // plane k into shared memory: the tile from top[], the halo from A0
-      b.for_threads([&](apgas::thread_index t) {
-        sh[(t.y + 1) * w + 1 + t.x] = top[0][t];
-        sh[(t.y + 1) * w + 1 + t.x + tx] = top[1][t];
-        const int r = t.y / 2, col = t.y % 2 * tx + t.x, j = below + r * (above - below);  // 2 rows of 2tx points
-        sh[r * (ty + 1) * w + 1 + col] = A0[(full ? x0 + col : clamp(x0 + col, nx - 1)) + j * nx + k * plane];
-      });
-      if (x_halo) {
-        b.for_threads([&](apgas::thread_index t) {
-          if (t.x == 0 || t.x == tx - 1) {
-            const int col = t.x == 0 ? -1 : 2 * tx;
-            sh[(t.y + 1) * w + 1 + col] = A0[clamp(x0 + col, nx - 1) + clamp(y0 + t.y, ny - 1) * nx + k * plane];
-          }
+    // f(place in a shared plane, global index, inside, interior) for point h (0 or 1) of thread t in plane k
+    auto at = [&](apgas::thread_index t, int k, int h, auto&& f) {
+      const int i = x0 + t.x + h * tx, j = y0 + t.y;
+      f((t.y + 1) * w + pad + t.x + h * tx, i + j * nx + k * plane, full || (i < nx && j < ny),
+        (i > 0) & (i < nx - 1) & (j > 0) & (j < ny - 1));
+    };
+    auto halo_rows = [&](apgas::thread_index t, int k) {  // 2 rows of 2tx points: one per thread
+      const int r = t.y / 2, col = t.y % 2 * tx + t.x, j = below + r * (above - below);
+      sh[slot(k) + r * (ty + 1) * w + pad + col] = A0[(full ? x0 + col : clamp(x0 + col, nx - 1)) + j * nx + k * plane];
+    };
+    auto halo_columns = [&](int k) {  // the first and the last thread of each row
+      auto side = [&](apgas::thread_index t, int col) {
+        sh[slot(k) + (t.y + 1) * w + pad + col] =
+            A0[clamp(x0 + col, nx - 1) + clamp(y0 + t.y, ny - 1) * nx + k * plane];
+      };
+      b.for_threads_in({0, 0, 0}, {1, ty, 1}, [&](apgas::thread_index t) { side(t, -1); });
+      b.for_threads_in({tx - 1, 0, 0}, {tx, ty, 1}, [&](apgas::thread_index t) { side(t, 2 * tx); });
+    };
+    b.for_threads([&](apgas::thread_index t) {  // planes 0 and 1, and plane 1's halo
+      for (int h = 0; h < 2; ++h) {
+        at(t, 0, h, [&](int c, int g, bool inside, bool) {
+          sh[slot(0) + c] = inside ? A0[g] : 0.0f;
+          sh[slot(1) + c] = inside ? A0[g + plane] : 0.0f;
         });
       }
-      b.sync();
-    };
-    b.for_threads([&](apgas::thread_index t) {
-      for (int h = 0; h < 2; ++h) {
-        const int i = x0 + t.x + h * tx, j = y0 + t.y;
-        if (full || (i < nx && j < ny)) {
-          bottom[h][t] = A0[i + j * nx];
-          top[h][t] = A0[i + j * nx + plane];
-        }
-      }
+      halo_rows(t, 1);
     });
-    stage(1);
-    auto update = [&](apgas::thread_index t, int k, int h) {  // one of the thread's two points (h: 0 or 1)
-      const int i = x0 + t.x + h * tx, j = y0 + t.y, c = (t.y + 1) * w + 1 + t.x + h * tx, g = i + j * nx + k * plane;
-      const bool inside = full || (i < nx && j < ny), interior = (i > 0) & (i < nx - 1) & (j > 0) & (j < ny - 1);
-      const float centre = sh[c];
-      if (inside) top[h][t] = A0[g + plane];
-      const float v = (top[h][t] + bottom[h][t] + sh[c + w] + sh[c - w] + sh[c + 1] + sh[c - 1]) * stencil::c1 -
-                      centre * stencil::c0;
-      if (inside) {  // every point gets v, then the boundary its own value back
-        An[g] = v;
-        if (!interior) An[g] = centre;
-      }
-      bottom[h][t] = centre;
-    };
+    if (x_halo) halo_columns(1);
+    b.sync();
     for (int k = 1; k < nz - 1; ++k) {
+      const int prev = slot(k - 1), cur = slot(k), next = slot(k + 1);
       b.for_threads([&](apgas::thread_index t) {
-        update(t, k, 0);
-        update(t, k, 1);
+        for (int h = 0; h < 2; ++h) {
+          at(t, k, h, [&](int c, int g, bool inside, bool interior) {
+            const float up = inside ? A0[g + plane] : 0.0f, centre = sh[cur + c];
+            sh[next + c] = up;
+            const float v =  // stencil::update's order: up, down (plane k - 1), then the four in plane k
+                (up + sh[prev + c] + sh[cur + c + w] + sh[cur + c - w] + sh[cur + c + 1] + sh[cur + c - 1]) *
+                    stencil::c1 -
+                centre * stencil::c0;
+            if (inside) An[g] = v;
+            if (!full && inside && !interior) An[g] = centre;  // (a full tile puts its boundary back below)
+          });
+        }
+        halo_rows(t, k + 1);
       });
+      if (x_halo) halo_columns(k + 1);
+      if (full) {  // by the threads that stored them (no sync needed), and on a CPU place a loop over those only
+        auto keep = [&](apgas::thread_index t, int h) {
+          at(t, k, h, [&](int c, int g, bool, bool) { An[g] = sh[cur + c]; });
+        };
+        auto keep_row = [&](int row) {
+          b.for_threads_in({0, row, 0}, {tx, row + 1, 1}, [&](apgas::thread_index t) { keep(t, 0), keep(t, 1); });
+        };
+        if (x0 == 0) b.for_threads_in({0, 0, 0}, {1, ty, 1}, [&](apgas::thread_index t) { keep(t, 0); });
+        if (x0 + 2 * tx == nx) {
+          b.for_threads_in({tx - 1, 0, 0}, {tx, ty, 1}, [&](apgas::thread_index t) { keep(t, 1); });
+        }
+        if (y0 == 0) keep_row(0);
+        if (y0 + ty == ny) keep_row(ty - 1);
+      }
       b.sync();
-      if (k + 1 < nz - 1) stage(k + 1);
     }
   };
   x0 + 2 * tx <= nx && y0 + ty <= ny ? walk(std::true_type{}) : walk(std::false_type{});
@@ -102,7 +120,7 @@ void sweep(apgas::in_order_queue& q, const slab& me, const slab& lo, const slab&
   const std::size_t plane = std::size_t(nx) * ny;
   const auto in = me.v[it % 2], out = me.v[1 - it % 2];
   q.async(apgas::cuda_kernel(apgas::grid{{(nx + 2 * tx - 1) / (2 * tx), (ny + ty - 1) / ty}, {tx, ty}},
-                             apgas::shared_uninit<float>((ty + 2) * (2 * tx + 2)),
+                             apgas::shared_uninit<float>(3 * (ty + 2) * (2 * tx + 2 * pad)),
                              [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float> sh) {
                                block2d_hybrid_coarsen_x(b, sh, in.data(), out.data(), nx, ny, nz);
                              }));

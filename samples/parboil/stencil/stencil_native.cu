@@ -14,6 +14,7 @@ namespace {
 
 constexpr const char* prog = "parboil_stencil_native";
 constexpr int tx = 32, ty = 4;  // the block; a thread computes two points, tx apart in x
+constexpr int pad = 4;          // a shared row: pad - 1 unused, the left halo point, 2 tx points, the right, pad - 1
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -24,56 +25,52 @@ void check(cudaError_t e, const char* what) {
 
 __device__ int clamp_to(int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 
-// Plane k into shared memory: the tile from top[], the rows above and below it (one point per thread) and, where they
+// Plane k's halo into its shared plane s: the rows above and below the tile (one point per thread) and, where they
 // lie inside the volume, the columns at its sides (the edge threads) from A0.
-__device__ void stage(float* sh, const float* top, const float* A0, int k, int x0, int y0, int nx, int ny) {
-  const int tx = blockDim.x, w = 2 * tx + 2, plane = nx * ny;
-  sh[(threadIdx.y + 1) * w + 1 + threadIdx.x] = top[0];
-  sh[(threadIdx.y + 1) * w + 1 + threadIdx.x + tx] = top[1];
+__device__ void halo(float* s, const float* A0, int k, int x0, int y0, int nx, int ny) {
+  const int tx = blockDim.x, w = 2 * tx + 2 * pad, plane = nx * ny;
   const int r = threadIdx.y / 2, col = threadIdx.y % 2 * tx + threadIdx.x;
   const int j = clamp_to(r == 0 ? y0 - 1 : y0 + ty, ny - 1);
-  sh[r * (ty + 1) * w + 1 + col] = A0[clamp_to(x0 + col, nx - 1) + j * nx + k * plane];
+  s[r * (ty + 1) * w + pad + col] = A0[clamp_to(x0 + col, nx - 1) + j * nx + k * plane];
   if ((x0 > 0 || x0 + 2 * tx < nx) && (threadIdx.x == 0 || threadIdx.x == tx - 1)) {
     const int c = threadIdx.x == 0 ? -1 : 2 * tx;
     const int j = clamp_to(y0 + threadIdx.y, ny - 1);
-    sh[(threadIdx.y + 1) * w + 1 + c] = A0[clamp_to(x0 + c, nx - 1) + j * nx + k * plane];
+    s[(threadIdx.y + 1) * w + pad + c] = A0[clamp_to(x0 + c, nx - 1) + j * nx + k * plane];
   }
-  __syncthreads();
 }
 
-// block2D_hybrid_coarsen_x: a (32, 4) block owns a 64 x 4 column of the volume and walks it along z, the planes
-// below and above in registers, the current plane in shared memory with its halo; two barriers per plane. A tile
-// inside the volume stores every point (a boundary point keeps its value).
+// block2D_hybrid_coarsen_x as the apgas version has it: a (32, 4) block owns a 64 x 4 column of the volume and walks
+// it along z, planes k - 1, k and k + 1 of the column in a ring of three shared planes (plane k with its halo; Parboil
+// keeps k - 1 and k + 1 in registers, two barriers per plane): a thread loads plane k + 1's point into the ring, and
+// the halo of plane k + 1 is staged in the same pass; one barrier per plane. A boundary point keeps its value.
 __global__ void block2d_hybrid_coarsen_x(float c0, float c1, const float* A0, float* Anext, int nx, int ny, int nz) {
-  extern __shared__ float sh[];  // (ty + 2) rows of 2 tx + 2
-  const int tx = blockDim.x, w = 2 * tx + 2;
+  extern __shared__ float sh[];  // 3 planes of (ty + 2) rows of 2 tx + 2 pad
+  const int tx = blockDim.x, w = 2 * tx + 2 * pad, ring = (ty + 2) * w;
   const int x0 = blockIdx.x * 2 * tx, y0 = blockIdx.y * ty, j = y0 + threadIdx.y, plane = nx * ny;
   const bool full = x0 + 2 * tx <= nx && y0 + ty <= ny;
-  float bottom[2] = {0, 0}, top[2] = {0, 0};
-  for (int h = 0; h < 2; ++h) {
-    const int i = x0 + threadIdx.x + h * tx;
-    if (full || (i < nx && j < ny)) {
-      bottom[h] = A0[i + j * nx];
-      top[h] = A0[i + j * nx + plane];
-    }
+  for (int h = 0; h < 2; ++h) {  // planes 0 and 1
+    const int i = x0 + threadIdx.x + h * tx, c = (threadIdx.y + 1) * w + pad + threadIdx.x + h * tx;
+    const bool inside = full || (i < nx && j < ny);
+    sh[c] = inside ? A0[i + j * nx] : 0.0f;
+    sh[ring + c] = inside ? A0[i + j * nx + plane] : 0.0f;
   }
-  stage(sh, top, A0, 1, x0, y0, nx, ny);
+  halo(sh + ring, A0, 1, x0, y0, nx, ny);
+  __syncthreads();
   for (int k = 1; k < nz - 1; ++k) {
+    const float* prev = sh + (k - 1) % 3 * ring;
+    const float* cur = sh + k % 3 * ring;
+    float* next = sh + (k + 1) % 3 * ring;
     for (int h = 0; h < 2; ++h) {
-      const int i = x0 + threadIdx.x + h * tx, c = (threadIdx.y + 1) * w + 1 + threadIdx.x + h * tx;
+      const int i = x0 + threadIdx.x + h * tx, c = (threadIdx.y + 1) * w + pad + threadIdx.x + h * tx;
       const int g = i + j * nx + k * plane;
       const bool inside = full || (i < nx && j < ny), interior = i > 0 && i < nx - 1 && j > 0 && j < ny - 1;
-      const float centre = sh[c];
-      if (inside) top[h] = A0[g + plane];
-      const float v = (top[h] + bottom[h] + sh[c + w] + sh[c - w] + sh[c + 1] + sh[c - 1]) * c1 - centre * c0;
-      if (inside) {
-        Anext[g] = v;
-        if (!interior) Anext[g] = centre;
-      }
-      bottom[h] = centre;
+      const float up = inside ? A0[g + plane] : 0.0f, centre = cur[c];
+      next[c] = up;
+      const float v = (up + prev[c] + cur[c + w] + cur[c - w] + cur[c + 1] + cur[c - 1]) * c1 - centre * c0;
+      if (inside) Anext[g] = interior ? v : centre;
     }
+    halo(next, A0, k + 1, x0, y0, nx, ny);
     __syncthreads();
-    if (k + 1 < nz - 1) stage(sh, top, A0, k + 1, x0, y0, nx, ny);
   }
 }
 
@@ -83,9 +80,9 @@ void run(const stencil::problem& p, float* d0, float* d1, float* result) {
   check(cudaMemcpy(d0, p.a.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
   check(cudaMemcpy(d1, p.a.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");  // the boundary
   const dim3 grid((p.nx + 2 * tx - 1) / (2 * tx), (p.ny + ty - 1) / ty), block(tx, ty);
+  const std::size_t shared = 3 * (ty + 2) * (2 * tx + 2 * pad) * sizeof(float);
   for (int it = 0; it < p.iterations; ++it) {
-    block2d_hybrid_coarsen_x<<<grid, block, (ty + 2) * (2 * tx + 2) * sizeof(float)>>>(stencil::c0, stencil::c1, d0, d1,
-                                                                                      p.nx, p.ny, p.nz);
+    block2d_hybrid_coarsen_x<<<grid, block, shared>>>(stencil::c0, stencil::c1, d0, d1, p.nx, p.ny, p.nz);
     check(cudaGetLastError(), "block2d_hybrid_coarsen_x launch");
     std::swap(d0, d1);
   }

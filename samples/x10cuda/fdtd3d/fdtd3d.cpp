@@ -15,8 +15,8 @@ constexpr int r = fdtd3d::radius;
 // FiniteDifferencesKernel of the X10 sample (the SDK's 3DFD): 16 x 16 threads, each marching along z through one
 // (x, y) column with planes z-4 .. z+4 in registers and plane z in a shared tile with a 4-wide halo, two barriers
 // per plane, the coefficients in constant memory. Planes [z0, z1) of out from in. On a CPU place the blocks are 8
-// rows of up to 128 points (a 16 x 16 block reads its halo and its rows as short runs), and the edges that keep their
-// values are written as whole rows and, for the x edges, by 2r threads per row (a loop over every point is scalar).
+// rows of up to 128 points (a 16 x 16 block reads its halo and its rows as short runs). The halo and the edges (which
+// keep their values) are the work of a few threads: for_threads_in, on a CPU place a loop over those threads only.
 void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out, int nx, int ny, int z0, int z1) {
   int bw = 16, bh = 16;
   if (!at.is_cuda()) for (bh = 8, bw = 128; nx % bw != 0;) bw -= 8;
@@ -36,17 +36,21 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
         for (int z = z0; z < z1; ++z) {
           const long corner = z * plane + by * nx + bx;  // the block's first point in plane z
           x10cuda::rotate_left(q);                       // advance the column: behind4 = behind3, ...
+          for (int y = -r; y < bdy + r && z + 1 < z1; ++y) {  // (on a CPU place) what the next plane reads first:
+            if (y >= 0 && y < bdy) b.prefetch(input + corner + (r + 1) * plane + y * nx, bdx);  // plane z+5's rows,
+            if (y < 0 || y >= bdy) b.prefetch(input + corner + plane + y * nx - r, bdx + 2 * r);  // z+1's halo rows
+          }
           b.for_threads([&](apgas::thread_index t) {     // plane z+4 into the column, plane z into the tile
             q[2 * r][t] = input[corner + r * plane + t.y * nx + t.x];
             s[(t.y + r) * sw + t.x + r] = q[r][t];
           });
-          b.for_threads([&](apgas::thread_index t) {  // the tile's halo: threads of the first 4 rows (whole rows)...
+          b.for_threads_in({0, 0, 0}, {bdx, r, 1}, [&](apgas::thread_index t) {  // the tile's halo: the first 4 rows...
             const long i = corner + t.y * nx + t.x, up = r * nx, down = bdy * nx;
-            if (t.y < r) s[t.y * sw + t.x + r] = input[i - up], s[(t.y + r + bdy) * sw + t.x + r] = input[i + down];
+            s[t.y * sw + t.x + r] = input[i - up], s[(t.y + r + bdy) * sw + t.x + r] = input[i + down];
           });
-          b.for_threads([&](apgas::thread_index t) {  // ...and of the first 4 columns
+          b.for_threads_in({0, 0, 0}, {r, bdy, 1}, [&](apgas::thread_index t) {  // ...and the first 4 columns
             const long i = corner + t.y * nx + t.x;
-            if (t.x < r) s[(t.y + r) * sw + t.x] = input[i - r], s[(t.y + r) * sw + t.x + r + bdx] = input[i + bdx];
+            s[(t.y + r) * sw + t.x] = input[i - r], s[(t.y + r) * sw + t.x + r + bdx] = input[i + bdx];
           });
           b.sync();
           b.for_threads([&](apgas::thread_index t) {
@@ -57,13 +61,13 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
             }
             output[corner + t.y * nx + t.x] = v;
           });
-          if (by < r || by + bdy > ny - r) b.for_threads([&](apgas::thread_index t) {  // the y edges keep their values
-            if (by + t.y < r || by + t.y >= ny - r) output[corner + t.y * nx + t.x] = q[r][t];
-          });
-          if (bx < r || bx + bdx > nx - r) b.for_threads([&](apgas::thread_index t) {  // the x edges: 2r threads a row
-            const int y = t.linear / (2 * r), j = t.linear % (2 * r), x = j < r ? j : bdx - 2 * r + j;
-            if (y < bdy && (bx + x < r || bx + x >= nx - r)) output[corner + y * nx + x] = s[(y + r) * sw + x + r];
-          });
+          auto keep = [&](apgas::thread_index t) {  // the edges keep their values
+            output[corner + t.y * nx + t.x] = s[(t.y + r) * sw + t.x + r];
+          };
+          b.for_threads_in({0, 0, 0}, {bdx, r - by, 1}, keep);            // the y edges: rows below r...
+          b.for_threads_in({0, ny - r - by, 0}, {bdx, bdy, 1}, keep);     // ...and from ny - r on
+          b.for_threads_in({0, 0, 0}, {r - bx, bdy, 1}, keep);            // the x edges: columns below r...
+          b.for_threads_in({nx - r - bx, 0, 0}, {bdx, bdy, 1}, keep);     // ...and from nx - r on
           b.sync();
         }
       }));
