@@ -110,6 +110,21 @@ TEST(KernelCheck, SharedIndexOutOfRangeIsReportedAndNothingIsWritten) {
   });
 }
 
+TEST(KernelCheck, AStagedWindowLargerThanItsSharedArrayIsReported) {
+  checking([] {
+    std::vector<float> v(64, 1.0f);
+    const float* src = v.data();
+    const auto r = reports(apgas::cuda_kernel(apgas::grid{1, 8}, apgas::shared_uninit<float>(12),
+                                              [=](apgas::thread_block b, apgas::shared_span<float> sh) {
+      const apgas::tile<float> t = b.stage(sh, src, 8, {0, 0}, {4, 4});  // 16 elements: a GPU writes 4 past sh
+      b.sync();
+      b.for_threads([&](apgas::thread_index i) { (void)t(i.x % 4, 0); });
+    }));
+    ASSERT_EQ(r.size(), 1u);
+    expect_mentions(r[0], {"index 15 outside shared array 0 of 12 elements"});
+  });
+}
+
 TEST(KernelCheck, LaunchesBeyondAGpusLimitsAreRefused) {
   checking([] {
     auto body = [](apgas::thread) {};

@@ -37,6 +37,7 @@ TEST(GpuConstructs, Atomics) { REQUIRE_GPU(); on_gpu(kernel_constructs::atomics)
 TEST(GpuConstructs, ClockedCollectives) { REQUIRE_GPU(); on_gpu(kernel_constructs::clocked_collectives); }
 TEST(GpuConstructs, WarpOperations) { REQUIRE_GPU(); on_gpu(kernel_constructs::warp_ops); }
 TEST(GpuConstructs, BlockLevel) { REQUIRE_GPU(); on_gpu(kernel_constructs::block_level); }
+TEST(GpuConstructs, StagedTiles) { REQUIRE_GPU(); on_gpu(kernel_constructs::staged_tiles); }
 TEST(GpuConstructs, SharedForms) { REQUIRE_GPU(); on_gpu(kernel_constructs::shared_forms); }
 TEST(GpuConstructs, LaunchBounds) { REQUIRE_GPU(); on_gpu(kernel_constructs::launch_bounds); }
 TEST(GpuConstructs, InOrderQueue) { REQUIRE_GPU(); on_gpu(kernel_constructs::queue_pipeline); }

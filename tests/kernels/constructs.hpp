@@ -307,6 +307,45 @@ inline void block_level(apgas::place p) {
   }
 }
 
+// stage: a window of a 2-D array with a halo, read through the tile after sync (a GPU copies it into shared memory, a
+// CPU place reads the array); two windows in one shared array (subspan), the second clipped to the array's edge.
+inline void staged_tiles(apgas::place p) {
+  constexpr int nx = 24, ny = 10, bx = 8, by = 4, blocks_x = nx / bx, blocks_y = 2;  // blocks cover rows 1 .. 8
+  std::vector<float> host(static_cast<std::size_t>(nx * ny));
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 37) % 101) * 0.5f;
+  KC_ARRAY(float, in, p, host.size());
+  KC_ARRAY(float, out, p, host.size() * 2);
+  apgas::finish([&] { apgas::async_copy(std::span<const float>(host), in); });
+  constexpr int cells = (bx + 2) * (by + 2);
+  apgas::at(p, apgas::cuda_kernel(apgas::grid{{blocks_x, blocks_y}, {bx, by}}, apgas::shared_uninit<float>(2 * cells),
+                                  [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<float> sh) {
+    const int x0 = b.block_idx().x * bx, y0 = 1 + b.block_idx().y * by;
+    const float* corner = in.data() + y0 * nx + x0;
+    // the window with its halo (clipped at the array's left and right edges), and a halo-less one
+    const apgas::tile<float> t = b.stage(sh.subspan(0, cells), corner, nx, {x0 > 0 ? -1 : 0, -1},
+                                         {x0 + bx < nx ? bx + 1 : bx, by + 1});
+    const apgas::tile<float> u = b.stage(sh.subspan(cells, cells), corner, nx, {0, 0}, {bx, by});
+    b.sync();
+    b.for_threads([&](apgas::thread_index i) {
+      const int g = (y0 + i.y) * nx + x0 + i.x;
+      const float left = x0 + i.x > 0 ? t(i.x - 1, i.y) : 0.0f, right = x0 + i.x < nx - 1 ? t(i.x + 1, i.y) : 0.0f;
+      out.data()[g] = left + right + t(i.x, i.y - 1) + t(i.x, i.y + 1);
+      out.data()[nx * ny + g] = u(i.x, i.y) * 2.0f;
+    });
+  }));
+  const std::vector<float> got = fetch(out);
+  for (int y = 1; y < 1 + blocks_y * by; ++y) {
+    for (int x = 0; x < nx; ++x) {
+      const auto at = [&](int xx, int yy) {
+        return xx < 0 || xx >= nx ? 0.0f : host[static_cast<std::size_t>(yy * nx + xx)];
+      };
+      const std::size_t g = static_cast<std::size_t>(y * nx + x);
+      EXPECT_EQ(got[g], at(x - 1, y) + at(x + 1, y) + at(x, y - 1) + at(x, y + 1)) << "x " << x << " y " << y;
+      EXPECT_EQ(got[host.size() + g], host[g] * 2.0f) << "x " << x << " y " << y;
+    }
+  }
+}
+
 // Shared arrays of compile-time size (filled per block), unfilled ones the kernel fills itself, std::span views.
 inline void shared_forms(apgas::place p) {
   constexpr int blocks = 3, threads = 32;

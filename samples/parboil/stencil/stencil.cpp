@@ -17,77 +17,49 @@ namespace {
 
 constexpr const char* prog = "apgas_parboil_stencil";
 constexpr int ty = 4;  // Parboil's block height; its width tx: 32 on a GPU (Parboil's), a whole row on a CPU place
-constexpr int pad = 4;  // a row of the shared tile: pad - 1 unused, the left halo point, 2tx points, the right, pad - 1
-                        // (so that the tile's points start 16-byte aligned: aligned vector stores on a CPU place)
 
 // Parboil's block2D_hybrid_coarsen_x (src/cuda/kernel.cu): a (tx, 4) block owns a 2tx x 4 column of the volume and
-// walks it along z. Parboil keeps the planes below and above in registers and the current plane in shared memory,
-// two barriers per plane; here planes k - 1, k and k + 1 of the column sit in a ring of three shared planes, so that
-// a thread loads plane k + 1's point straight into its place in the ring: one barrier per plane, and on a CPU place
-// nothing copied from per-thread storage (7 loads and 2 stores per point). The halo of plane k + 1 is staged in the
-// same pass (rows above and below: one point per thread; the columns at the sides: the edge threads, where they lie
-// inside the volume), so the update reads shared memory only and, in a tile inside the volume, stores every point
-// (the boundary gets its value back after): on a CPU place a loop with no branch.
+// walks it along z. Parboil keeps the planes below and above in registers and stages the current plane with its halo
+// in shared memory (two barriers per plane); here each plane of the column is staged whole (b.stage: copied into
+// shared memory on a GPU, read in place on a CPU place, where the copy would only cost), four planes in a ring:
+// planes k - 1, k and k + 1 are read while plane k + 2 is staged, one barrier per plane. A plane's window holds the
+// halo where the update reads it: a tile inside the volume reads every point's neighbours (those of a boundary point
+// lie in the neighbouring row or plane of the array) and gets the boundary's values back after, which on a CPU place
+// makes the update a loop with no branch; a tile at the volume's far edge clips its windows to the volume.
 APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::shared_span<float> sh, const float* A0,
                                                   float* An, int nx, int ny, int nz) {
-  const int tx = b.block_dim().x, w = 2 * tx + 2 * pad, ring = (ty + 2) * w;  // w: a row of a shared plane
+  const int tx = b.block_dim().x, cells = (2 * tx + 2) * (ty + 2);  // a staged plane: 2tx + 2 by ty + 2 at most
   const int x0 = b.block_idx().x * 2 * tx, y0 = b.block_idx().y * ty, plane = nx * ny;
-  const bool x_halo = x0 > 0 || x0 + 2 * tx < nx;                            // a side column inside the volume
-  const int below = y0 > 0 ? y0 - 1 : 0, above = y0 + ty < ny ? y0 + ty : ny - 1;  // the halo rows (in the volume)
-  auto clamp = [](int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); };
-  auto slot = [&](int k) { return k % 3 * ring; };  // plane k's place in the ring
   // The block's work for a tile inside the volume (full: a compile-time constant, nothing tested per point) or not.
   auto walk = [&](auto full) {
-    // f(place in a shared plane, global index, inside, interior) for point h (0 or 1) of thread t in plane k
-    auto at = [&](apgas::thread_index t, int k, int h, auto&& f) {
-      const int i = x0 + t.x + h * tx, j = y0 + t.y;
-      f((t.y + 1) * w + pad + t.x + h * tx, i + j * nx + k * plane, full || (i < nx && j < ny),
-        (i > 0) & (i < nx - 1) & (j > 0) & (j < ny - 1));
+    auto window = [&](int k) {  // plane k of the column: whole, with its halo, or clipped to the volume
+      const bool whole = full && k > 0 && k < nz - 1;
+      const apgas::dim3 lo = whole ? apgas::dim3{-1, -1} : apgas::dim3{x0 > 0 ? -1 : 0, y0 > 0 ? -1 : 0};
+      const apgas::dim3 hi = whole ? apgas::dim3{2 * tx + 1, ty + 1}
+                                   : apgas::dim3{std::min(2 * tx + 1, nx - x0), std::min(ty + 1, ny - y0)};
+      return b.stage(sh.subspan(k % 4 * cells, cells), A0 + k * plane + y0 * nx + x0, nx, lo, hi);
     };
-    auto halo_rows = [&](apgas::thread_index t, int k) {  // 2 rows of 2tx points: one per thread
-      const int r = t.y / 2, col = t.y % 2 * tx + t.x, j = below + r * (above - below);
-      sh[slot(k) + r * (ty + 1) * w + pad + col] = A0[(full ? x0 + col : clamp(x0 + col, nx - 1)) + j * nx + k * plane];
-    };
-    auto halo_columns = [&](int k) {  // the first and the last thread of each row
-      auto side = [&](apgas::thread_index t, int col) {
-        sh[slot(k) + (t.y + 1) * w + pad + col] =
-            A0[clamp(x0 + col, nx - 1) + clamp(y0 + t.y, ny - 1) * nx + k * plane];
-      };
-      b.for_threads_in({0, 0, 0}, {1, ty, 1}, [&](apgas::thread_index t) { side(t, -1); });
-      b.for_threads_in({tx - 1, 0, 0}, {tx, ty, 1}, [&](apgas::thread_index t) { side(t, 2 * tx); });
-    };
-    b.for_threads([&](apgas::thread_index t) {  // planes 0 and 1, and plane 1's halo
-      for (int h = 0; h < 2; ++h) {
-        at(t, 0, h, [&](int c, int g, bool inside, bool) {
-          sh[slot(0) + c] = inside ? A0[g] : 0.0f;
-          sh[slot(1) + c] = inside ? A0[g + plane] : 0.0f;
-        });
-      }
-      halo_rows(t, 1);
-    });
-    if (x_halo) halo_columns(1);
+    apgas::tile<float> below = window(0), here = window(1), above = window(2);
     b.sync();
     for (int k = 1; k < nz - 1; ++k) {
-      const int prev = slot(k - 1), cur = slot(k), next = slot(k + 1);
+      const apgas::tile<float> next = k + 2 < nz ? window(k + 2) : above;  // into the slot nobody reads now
       b.for_threads([&](apgas::thread_index t) {
-        for (int h = 0; h < 2; ++h) {
-          at(t, k, h, [&](int c, int g, bool inside, bool interior) {
-            const float up = inside ? A0[g + plane] : 0.0f, centre = sh[cur + c];
-            sh[next + c] = up;
-            const float v =  // stencil::update's order: up, down (plane k - 1), then the four in plane k
-                (up + sh[prev + c] + sh[cur + c + w] + sh[cur + c - w] + sh[cur + c + 1] + sh[cur + c - 1]) *
-                    stencil::c1 -
-                centre * stencil::c0;
-            if (inside) An[g] = v;
-            if (!full && inside && !interior) An[g] = centre;  // (a full tile puts its boundary back below)
-          });
+        for (int h = 0; h < 2; ++h) {  // the thread's two points, tx apart
+          const int x = t.x + h * tx, i = x0 + x, j = y0 + t.y, g = i + j * nx + k * plane;
+          if (!full && (i >= nx || j >= ny)) continue;  // outside the volume
+          if (!full && (i == 0 || i == nx - 1 || j == 0 || j == ny - 1)) {  // the boundary keeps its value
+            An[g] = here(x, t.y);
+            continue;
+          }
+          const int y = t.y;  // stencil::update's order: top, bottom, up, down, right, left
+          An[g] = (above(x, y) + below(x, y) + here(x, y + 1) + here(x, y - 1) + here(x + 1, y) + here(x - 1, y)) *
+                      stencil::c1 -
+                  here(x, y) * stencil::c0;
         }
-        halo_rows(t, k + 1);
       });
-      if (x_halo) halo_columns(k + 1);
-      if (full) {  // by the threads that stored them (no sync needed), and on a CPU place a loop over those only
+      if (full) {  // the boundary gets its values back, by the threads that stored them (no sync needed)
         auto keep = [&](apgas::thread_index t, int h) {
-          at(t, k, h, [&](int c, int g, bool, bool) { An[g] = sh[cur + c]; });
+          An[x0 + t.x + h * tx + (y0 + t.y) * nx + k * plane] = here(t.x + h * tx, t.y);
         };
         auto keep_row = [&](int row) {
           b.for_threads_in({0, row, 0}, {tx, row + 1, 1}, [&](apgas::thread_index t) { keep(t, 0), keep(t, 1); });
@@ -100,6 +72,7 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
         if (y0 + ty == ny) keep_row(ty - 1);
       }
       b.sync();
+      below = here, here = above, above = next;
     }
   };
   x0 + 2 * tx <= nx && y0 + ty <= ny ? walk(std::true_type{}) : walk(std::false_type{});
@@ -120,7 +93,7 @@ void sweep(apgas::in_order_queue& q, const slab& me, const slab& lo, const slab&
   const std::size_t plane = std::size_t(nx) * ny;
   const auto in = me.v[it % 2], out = me.v[1 - it % 2];
   q.async(apgas::cuda_kernel(apgas::grid{{(nx + 2 * tx - 1) / (2 * tx), (ny + ty - 1) / ty}, {tx, ty}},
-                             apgas::shared_uninit<float>(3 * (ty + 2) * (2 * tx + 2 * pad)),
+                             apgas::shared_uninit<float>(4 * (ty + 2) * (2 * tx + 2)),
                              [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float> sh) {
                                block2d_hybrid_coarsen_x(b, sh, in.data(), out.data(), nx, ny, nz);
                              }));

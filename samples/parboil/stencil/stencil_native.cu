@@ -14,7 +14,6 @@ namespace {
 
 constexpr const char* prog = "parboil_stencil_native";
 constexpr int tx = 32, ty = 4;  // the block; a thread computes two points, tx apart in x
-constexpr int pad = 4;          // a shared row: pad - 1 unused, the left halo point, 2 tx points, the right, pad - 1
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -23,54 +22,54 @@ void check(cudaError_t e, const char* what) {
   }
 }
 
-__device__ int clamp_to(int v, int hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
+// A plane's window of the column in shared memory: element (x, y) of the plane, relative to the column's corner.
+struct window {
+  const float* s;
+  int origin, width;
+  __device__ float operator()(int x, int y) const { return s[origin + y * width + x]; }
+};
 
-// Plane k's halo into its shared plane s: the rows above and below the tile (one point per thread) and, where they
-// lie inside the volume, the columns at its sides (the edge threads) from A0.
-__device__ void halo(float* s, const float* A0, int k, int x0, int y0, int nx, int ny) {
-  const int tx = blockDim.x, w = 2 * tx + 2 * pad, plane = nx * ny;
-  const int r = threadIdx.y / 2, col = threadIdx.y % 2 * tx + threadIdx.x;
-  const int j = clamp_to(r == 0 ? y0 - 1 : y0 + ty, ny - 1);
-  s[r * (ty + 1) * w + pad + col] = A0[clamp_to(x0 + col, nx - 1) + j * nx + k * plane];
-  if ((x0 > 0 || x0 + 2 * tx < nx) && (threadIdx.x == 0 || threadIdx.x == tx - 1)) {
-    const int c = threadIdx.x == 0 ? -1 : 2 * tx;
-    const int j = clamp_to(y0 + threadIdx.y, ny - 1);
-    s[(threadIdx.y + 1) * w + pad + c] = A0[clamp_to(x0 + c, nx - 1) + j * nx + k * plane];
+// Elements [lo, hi) of the plane whose element (0, 0) is at src into s (the block's threads copy them).
+__device__ window stage(float* s, const float* src, int nx, int2 lo, int2 hi) {
+  const int width = hi.x - lo.x, n = width * (hi.y - lo.y), threads = blockDim.x * blockDim.y;
+  for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n; i += threads) {
+    const int y = i / width;
+    s[i] = src[(lo.y + y) * nx + lo.x + (i - y * width)];
   }
+  return {s, -(lo.y * width + lo.x), width};
 }
 
 // block2D_hybrid_coarsen_x as the apgas version has it: a (32, 4) block owns a 64 x 4 column of the volume and walks
-// it along z, planes k - 1, k and k + 1 of the column in a ring of three shared planes (plane k with its halo; Parboil
-// keeps k - 1 and k + 1 in registers, two barriers per plane): a thread loads plane k + 1's point into the ring, and
-// the halo of plane k + 1 is staged in the same pass; one barrier per plane. A boundary point keeps its value.
+// it along z. Parboil keeps the planes below and above in registers and stages the current plane with its halo;
+// here each plane of the column is staged whole, four in a ring: planes k - 1, k and k + 1 are read while plane
+// k + 2 is staged, one barrier per plane. A plane's window holds the halo (the neighbouring row or plane of the
+// array at the volume's edge) in a tile inside the volume, and is clipped to the volume in a tile at its far edge.
+// A boundary point keeps its value.
 __global__ void block2d_hybrid_coarsen_x(float c0, float c1, const float* A0, float* Anext, int nx, int ny, int nz) {
-  extern __shared__ float sh[];  // 3 planes of (ty + 2) rows of 2 tx + 2 pad
-  const int tx = blockDim.x, w = 2 * tx + 2 * pad, ring = (ty + 2) * w;
-  const int x0 = blockIdx.x * 2 * tx, y0 = blockIdx.y * ty, j = y0 + threadIdx.y, plane = nx * ny;
+  extern __shared__ float sh[];  // 4 planes of (2 tx + 2) x (ty + 2)
+  const int tx = blockDim.x, cells = (2 * tx + 2) * (ty + 2);
+  const int x0 = blockIdx.x * 2 * tx, y0 = blockIdx.y * ty, plane = nx * ny;
   const bool full = x0 + 2 * tx <= nx && y0 + ty <= ny;
-  for (int h = 0; h < 2; ++h) {  // planes 0 and 1
-    const int i = x0 + threadIdx.x + h * tx, c = (threadIdx.y + 1) * w + pad + threadIdx.x + h * tx;
-    const bool inside = full || (i < nx && j < ny);
-    sh[c] = inside ? A0[i + j * nx] : 0.0f;
-    sh[ring + c] = inside ? A0[i + j * nx + plane] : 0.0f;
-  }
-  halo(sh + ring, A0, 1, x0, y0, nx, ny);
+  auto plane_window = [&](int k) {
+    const bool whole = full && k > 0 && k < nz - 1;
+    const int2 lo = whole ? make_int2(-1, -1) : make_int2(x0 > 0 ? -1 : 0, y0 > 0 ? -1 : 0);
+    const int2 hi = whole ? make_int2(2 * tx + 1, ty + 1) : make_int2(min(2 * tx + 1, nx - x0), min(ty + 1, ny - y0));
+    return stage(sh + k % 4 * cells, A0 + k * plane + y0 * nx + x0, nx, lo, hi);
+  };
+  window below = plane_window(0), here = plane_window(1), above = plane_window(2);
   __syncthreads();
   for (int k = 1; k < nz - 1; ++k) {
-    const float* prev = sh + (k - 1) % 3 * ring;
-    const float* cur = sh + k % 3 * ring;
-    float* next = sh + (k + 1) % 3 * ring;
+    const window next = k + 2 < nz ? plane_window(k + 2) : above;
     for (int h = 0; h < 2; ++h) {
-      const int i = x0 + threadIdx.x + h * tx, c = (threadIdx.y + 1) * w + pad + threadIdx.x + h * tx;
-      const int g = i + j * nx + k * plane;
-      const bool inside = full || (i < nx && j < ny), interior = i > 0 && i < nx - 1 && j > 0 && j < ny - 1;
-      const float up = inside ? A0[g + plane] : 0.0f, centre = cur[c];
-      next[c] = up;
-      const float v = (up + prev[c] + cur[c + w] + cur[c - w] + cur[c + 1] + cur[c - 1]) * c1 - centre * c0;
-      if (inside) Anext[g] = interior ? v : centre;
+      const int x = threadIdx.x + h * tx, y = threadIdx.y, i = x0 + x, j = y0 + y, g = i + j * nx + k * plane;
+      if (i >= nx || j >= ny) continue;
+      const bool interior = i > 0 && i < nx - 1 && j > 0 && j < ny - 1;
+      Anext[g] = !interior ? here(x, y)
+                           : (above(x, y) + below(x, y) + here(x, y + 1) + here(x, y - 1) + here(x + 1, y) +
+                              here(x - 1, y)) * c1 - here(x, y) * c0;
     }
-    halo(next, A0, k + 1, x0, y0, nx, ny);
     __syncthreads();
+    below = here, here = above, above = next;
   }
 }
 
@@ -80,7 +79,7 @@ void run(const stencil::problem& p, float* d0, float* d1, float* result) {
   check(cudaMemcpy(d0, p.a.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
   check(cudaMemcpy(d1, p.a.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");  // the boundary
   const dim3 grid((p.nx + 2 * tx - 1) / (2 * tx), (p.ny + ty - 1) / ty), block(tx, ty);
-  const std::size_t shared = 3 * (ty + 2) * (2 * tx + 2 * pad) * sizeof(float);
+  const std::size_t shared = 4 * (ty + 2) * (2 * tx + 2) * sizeof(float);
   for (int it = 0; it < p.iterations; ++it) {
     block2d_hybrid_coarsen_x<<<grid, block, shared>>>(stencil::c0, stencil::c1, d0, d1, p.nx, p.ny, p.nz);
     check(cudaGetLastError(), "block2d_hybrid_coarsen_x launch");
