@@ -109,9 +109,18 @@ void* array_new(std::size_t bytes, std::size_t align) {
     if (p == nullptr) throw std::bad_alloc();
     std::memset(p, 0, size);
   }
-  auto& t = arrays();
-  std::lock_guard lock(t.mutex);
-  t.arrays[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+  try {
+    auto& t = arrays();
+    std::lock_guard lock(t.mutex);
+    t.arrays[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+  } catch (...) {  // (the registry's node could not be made)
+    if (bytes >= huge_page) {
+      ::munmap(p, mapped_bytes(bytes));
+    } else {
+      std::free(p);
+    }
+    throw;
+  }
   return p;
 }
 

@@ -796,6 +796,18 @@ void close_epoch(shared_check& c) {
 }
 }  // namespace
 
+bool cpu_shared_access_in(shared_check* c, std::size_t off, std::size_t i, std::size_t n) noexcept {
+  if (off == 0 && n == c->n) return cpu_shared_access(c, i);  // the whole array
+  if (i >= n) {
+    cpu_block& b = *c->block;
+    b.report("index " + std::to_string(i) + " outside elements [" + std::to_string(off) + ", " +
+             std::to_string(off + n) + ") of shared array " + std::to_string(c->index) + " (" + std::to_string(c->n) +
+             " elements) in " + b.where() + ", thread " + std::to_string(b.current_thread));
+    return false;
+  }
+  return cpu_shared_access(c, off + i);
+}
+
 bool cpu_shared_access(shared_check* c, std::size_t i) noexcept {
   cpu_block& b = *c->block;
   const int t = b.current_thread;

@@ -110,9 +110,12 @@ TEST(KernelCheck, SharedIndexOutOfRangeIsReportedAndNothingIsWritten) {
   });
 }
 
+// stage in the checking mode copies as a GPU does: a window larger than its shared array, or than the part of one it
+// is given (subspan), is reported; the tile reads the copy.
 TEST(KernelCheck, AStagedWindowLargerThanItsSharedArrayIsReported) {
   checking([] {
-    std::vector<float> v(64, 1.0f);
+    std::vector<float> v(64);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
     const float* src = v.data();
     const auto r = reports(apgas::cuda_kernel(apgas::grid{1, 8}, apgas::shared_uninit<float>(12),
                                               [=](apgas::thread_block b, apgas::shared_span<float> sh) {
@@ -121,7 +124,18 @@ TEST(KernelCheck, AStagedWindowLargerThanItsSharedArrayIsReported) {
       b.for_threads([&](apgas::thread_index i) { (void)t(i.x % 4, 0); });
     }));
     ASSERT_EQ(r.size(), 1u);
-    expect_mentions(r[0], {"index 15 outside shared array 0 of 12 elements"});
+    expect_mentions(r[0], {"index 12 outside shared array 0 of 12 elements", "thread 4"});
+    std::vector<float> got(4, -1.0f);
+    float* out = got.data();
+    const auto r2 = reports(apgas::cuda_kernel(apgas::grid{1, 4}, apgas::shared_uninit<float>(24),
+                                               [=](apgas::thread_block b, apgas::shared_span<float> sh) {
+      const apgas::tile<float> t = b.stage(sh.subspan(12, 12), src, 8, {1, 1}, {3, 3});  // 4 elements: fits
+      const apgas::tile<float> u = b.stage(sh.subspan(0, 12), src, 8, {0, 0}, {4, 4});   // 16: 4 into the other
+      b.sync();
+      b.for_threads([&](apgas::thread_index i) { out[i.linear] = t(1 + i.x % 2, 1 + i.x / 2) + 0.0f * u(0, 0); });
+    }));
+    ASSERT_EQ(r2.size(), 1u);
+    expect_mentions(r2[0], {"index 12 outside elements [0, 12) of shared array 0 (24 elements)"});
   });
 }
 

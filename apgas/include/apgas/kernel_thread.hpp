@@ -197,6 +197,8 @@ void cpu_block_set_thread(void* block, int t) noexcept;
 /// A shared-array access seen by the checking mode: range check (returns false when i is outside) and race tracking.
 struct shared_check;
 bool cpu_shared_access(shared_check* c, std::size_t i) noexcept;
+/// The same through a part [off, off + n) of the array (shared_span::subspan): i outside the part is reported too.
+bool cpu_shared_access_in(shared_check* c, std::size_t off, std::size_t i, std::size_t n) noexcept;
 /// In checking mode: the access just recorded at `addr` (if it is in a watched shared array) was atomic, which is no
 /// race (apgas/kernel_atomic.hpp calls it where APGAS_KERNEL_CHECKS is on).
 void cpu_atomic_note(const void* addr) noexcept;
@@ -428,15 +430,19 @@ class basic_shared_span {
   APGAS_DETAIL_HD T& operator[](std::size_t i) const noexcept {
 #if !defined(__CUDA_ARCH__)
     if constexpr (Checked) {
-      if (check_ != nullptr && !cpu_shared_access(check_, off_ + i)) return p_[0];  // reported; nothing outside
-    }                                                                                // is touched
+      if (check_ != nullptr && !cpu_shared_access_in(check_, off_, i, size())) {
+        return p_[-static_cast<std::ptrdiff_t>(off_)];  // reported; element 0 of the whole array, nothing outside
+      }
+    }
 #endif
     return p_[i];
   }
-  /// Elements [offset, offset + count), watched as part of this array.
+  /// Elements [offset, offset + count), watched as part of this array (an index outside the part is reported by
+  /// the checking mode); offset and count are cut to the array.
   APGAS_DETAIL_HD basic_shared_span<T, std::dynamic_extent, Checked> subspan(std::size_t offset,
                                                                              std::size_t count) const noexcept {
-    return {p_ + offset, count, check_, off_ + offset};
+    const std::size_t n = size(), at = offset < n ? offset : n;
+    return {p_ + at, count < n - at ? count : n - at, check_, off_ + at};
   }
   APGAS_DETAIL_HD T* data() const noexcept { return p_; }
   APGAS_DETAIL_HD constexpr std::size_t size() const noexcept {
@@ -779,14 +785,13 @@ class per_thread_gpu {
 template <class T>
 class tile {
  public:
-  APGAS_DETAIL_HD tile(const T* base, int offset, long stride) noexcept
-      : base_(base), stride_(stride), offset_(offset) {}
+  APGAS_DETAIL_HD tile(const T* base, long offset, long stride) noexcept
+      : base_(base), offset_(offset), stride_(stride) {}
   APGAS_DETAIL_HD const T& operator()(int x, int y) const noexcept { return base_[offset_ + y * stride_ + x]; }
 
  private:
   const T* base_;
-  long stride_;
-  int offset_;  // of element (0, 0) from base_ (in shared memory on a GPU: a window's size fits an int)
+  long offset_, stride_;  // element (0, 0) at base_[offset_], rows stride_ apart
 };
 
 /// The handle of a block-level body (Kokkos' team member; CUDA's cooperative-groups thread_block). The body runs once
@@ -860,27 +865,37 @@ class thread_block {
   /// The window [lo.x, hi.x) x [lo.y, hi.y) of a 2-D array whose element (0, 0) is at `origin` (rows `row_stride`
   /// elements apart), as a tile the block reads after its next sync(): a CUDA kernel's shared-memory tile, without
   /// the copy on a CPU place. On a GPU the block's threads copy the window into `into` (which must hold its
-  /// (hi.x - lo.x) * (hi.y - lo.y) elements; the checking mode reports a smaller one) and the tile reads it there;
-  /// on a CPU place nothing is copied and the tile reads the array itself, the processor's caches being the staging
-  /// (a copy there costs a load and a store per element: 1.2x on Parboil's stencil). Every element of the window
-  /// must lie in the array and keep its value until the block has read it; read the tile inside the window only.
-  /// Called by the whole block, outside for_threads.
+  /// (hi.x - lo.x) * (hi.y - lo.y) elements) and the tile reads it there; on a CPU place nothing is copied and the
+  /// tile reads the array itself, the processor's caches being the staging (a copy there costs a load and a store
+  /// per element: 1.2x on Parboil's stencil), except in the checking mode, which copies as a GPU does and reports a
+  /// window larger than `into`. Every element of the window must lie in the array and keep its value until the
+  /// block has read it; read the tile inside the window only. Called by the whole block, outside for_threads.
   template <class T, std::size_t E, bool C>
   APGAS_DETAIL_HD tile<T> stage(detail::basic_shared_span<T, E, C> into, const T* origin, long row_stride, dim3 lo,
                                 dim3 hi) const {
-    const int width = hi.x - lo.x, height = hi.y - lo.y;
+    const int width = hi.x - lo.x, height = hi.y - lo.y, n = width > 0 && height > 0 ? width * height : 0;
+    const long offset = -(static_cast<long>(lo.y) * width + lo.x);  // of element (0, 0) in the copy
 #if defined(__CUDA_ARCH__)
     T* s = into.data();
-    for (int i = detail::gpu_linear_thread(); i < width * height; i += threads()) {
+    for (int i = detail::gpu_linear_thread(); i < n; i += threads()) {
       const int y = i / width;
       s[i] = origin[static_cast<long>(lo.y + y) * row_stride + lo.x + (i - y * width)];
     }
-    return tile<T>(s, -(lo.y * width + lo.x), width);
+    return tile<T>(s, offset, width);
 #else
-    if constexpr (C) {  // a GPU would write past `into`: reported as an index outside it
-      if (width > 0 && height > 0 && detail::cpu_block_checking(cpu_)) (void)into[std::size_t(width) * height - 1];
+    if (!detail::cpu_block_checking(cpu_) || (!C && static_cast<std::size_t>(n) > into.size())) {
+      return tile<T>(origin, 0, row_stride);  // (an unwatched `into` too small for the copy: nothing to report it)
     }
-    return tile<T>(origin, 0, row_stride);
+    // The checking mode stages as a GPU does, each element by the thread that would copy it on a GPU, through the
+    // watched array (a window larger than `into` is reported there), and the tile reads the copy: a kernel that
+    // reads outside its window, or reuses a staging array before a sync(), reads here what it would on a GPU.
+    for (int i = 0; i < n; ++i) {
+      detail::cpu_block_set_thread(cpu_, i % threads());
+      const int y = i / width;
+      into[static_cast<std::size_t>(i)] = origin[static_cast<long>(lo.y + y) * row_stride + lo.x + (i - y * width)];
+    }
+    detail::cpu_block_set_thread(cpu_, -1);
+    return tile<T>(into.data(), offset, width);
 #endif
   }
   /// stage into a shared array received as a std::span (unwatched by the checking mode).

@@ -31,7 +31,8 @@ struct window {
 
 // Elements [lo, hi) of the plane whose element (0, 0) is at src into s (the block's threads copy them).
 __device__ window stage(float* s, const float* src, int nx, int2 lo, int2 hi) {
-  const int width = hi.x - lo.x, n = width * (hi.y - lo.y), threads = blockDim.x * blockDim.y;
+  const int width = hi.x - lo.x, height = hi.y - lo.y, threads = blockDim.x * blockDim.y;
+  const int n = width > 0 && height > 0 ? width * height : 0;
   for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n; i += threads) {
     const int y = i / width;
     s[i] = src[(lo.y + y) * nx + lo.x + (i - y * width)];
