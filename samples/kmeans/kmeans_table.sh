@@ -65,7 +65,8 @@ gpus=0
 if [[ $force_cpu -eq 0 ]] && command -v nvidia-smi > /dev/null 2>&1; then
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
 fi
-mpi=(mpirun --oversubscribe)
+mpi=(mpirun --oversubscribe --bind-to none)  # (Open MPI binds 1 or 2 processes to one core each by default: a 1-host
+                                             # run's workers would share one core)
 [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
 model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 
