@@ -79,6 +79,15 @@ void* map_large(std::size_t bytes, std::size_t align) {
   for (std::size_t off = 0; off < len; off += 4096) bytes_at[off] = 0;
   return reinterpret_cast<void*>(aligned);
 }
+
+// Gives back what array_new made for `bytes`: mapped from 2 MiB on, from the C library below.
+void release(void* p, std::size_t bytes) noexcept {
+  if (bytes >= huge_page) {
+    ::munmap(p, mapped_bytes(bytes));
+  } else {
+    std::free(p);
+  }
+}
 }  // namespace
 
 // Called by the polling thread (no activity: the place is the process's rank).
@@ -114,11 +123,7 @@ void* array_new(std::size_t bytes, std::size_t align) {
     std::lock_guard lock(t.mutex);
     t.arrays[reinterpret_cast<std::uintptr_t>(p)] = bytes;
   } catch (...) {  // (the registry's node could not be made)
-    if (bytes >= huge_page) {
-      ::munmap(p, mapped_bytes(bytes));
-    } else {
-      std::free(p);
-    }
+    release(p, bytes);
     throw;
   }
   return p;
@@ -139,10 +144,6 @@ void array_delete(std::uintptr_t addr) {
     bytes = it->second;
     t.arrays.erase(it);
   }
-  if (bytes >= huge_page) {  // array_new's rule: mapped
-    ::munmap(reinterpret_cast<void*>(addr), mapped_bytes(bytes));
-  } else {
-    std::free(reinterpret_cast<void*>(addr));
-  }
+  release(reinterpret_cast<void*>(addr), bytes);
 }
 }  // namespace apgas::detail

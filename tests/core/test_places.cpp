@@ -215,7 +215,9 @@ TEST(Places, RemoteArraysOfEverySizeAreZeroedAlignedAndFreedOnce) {
       auto a = apgas::make_remote_array<float>(apgas::here(), n);
       const auto addr = reinterpret_cast<std::uintptr_t>(a.data());
       EXPECT_EQ(addr % 64, 0u) << n;
-      if (n * sizeof(float) >= (2u << 20)) EXPECT_EQ(addr % (2u << 20), 0u) << n;
+      if (n * sizeof(float) >= (2u << 20)) {
+        EXPECT_EQ(addr % (2u << 20), 0u) << n;
+      }
       EXPECT_TRUE(std::all_of(a.data(), a.data() + n, [](float x) { return x == 0.0f; })) << n;
       std::vector<float> v(n);
       for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 977);

@@ -875,12 +875,13 @@ class thread_block {
                                 dim3 hi) const {
     const int width = hi.x - lo.x, height = hi.y - lo.y, n = width > 0 && height > 0 ? width * height : 0;
     const long offset = -(static_cast<long>(lo.y) * width + lo.x);  // of element (0, 0) in the copy
+    auto element = [&](int i) -> const T& {  // element i of the window, rows of `width`
+      const int y = i / width;
+      return origin[static_cast<long>(lo.y + y) * row_stride + lo.x + (i - y * width)];
+    };
 #if defined(__CUDA_ARCH__)
     T* s = into.data();
-    for (int i = detail::gpu_linear_thread(); i < n; i += threads()) {
-      const int y = i / width;
-      s[i] = origin[static_cast<long>(lo.y + y) * row_stride + lo.x + (i - y * width)];
-    }
+    for (int i = detail::gpu_linear_thread(); i < n; i += threads()) s[i] = element(i);
     return tile<T>(s, offset, width);
 #else
     if (!detail::cpu_block_checking(cpu_) || (!C && static_cast<std::size_t>(n) > into.size())) {
@@ -891,8 +892,7 @@ class thread_block {
     // reads outside its window, or reuses a staging array before a sync(), reads here what it would on a GPU.
     for (int i = 0; i < n; ++i) {
       detail::cpu_block_set_thread(cpu_, i % threads());
-      const int y = i / width;
-      into[static_cast<std::size_t>(i)] = origin[static_cast<long>(lo.y + y) * row_stride + lo.x + (i - y * width)];
+      into[static_cast<std::size_t>(i)] = element(i);
     }
     detail::cpu_block_set_thread(cpu_, -1);
     return tile<T>(into.data(), offset, width);

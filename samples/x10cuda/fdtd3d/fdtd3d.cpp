@@ -37,8 +37,11 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
           const long corner = z * plane + by * nx + bx;  // the block's first point in plane z
           x10cuda::rotate_left(q);                       // advance the column: behind4 = behind3, ...
           for (int y = -r; y < bdy + r && z + 1 < z1; ++y) {  // (on a CPU place) what the next plane reads first:
-            if (y >= 0 && y < bdy) b.prefetch(input + corner + (r + 1) * plane + y * nx, bdx);  // plane z+5's rows,
-            if (y < 0 || y >= bdy) b.prefetch(input + corner + plane + y * nx - r, bdx + 2 * r);  // z+1's halo rows
+            if (y >= 0 && y < bdy) {
+              b.prefetch(input + corner + (r + 1) * plane + y * nx, bdx);  // plane z+5's rows,
+            } else {
+              b.prefetch(input + corner + plane + y * nx - r, bdx + 2 * r);  // z+1's halo rows
+            }
           }
           b.for_threads([&](apgas::thread_index t) {     // plane z+4 into the column, plane z into the tile
             q[2 * r][t] = input[corner + r * plane + t.y * nx + t.x];
