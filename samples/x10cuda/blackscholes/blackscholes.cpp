@@ -5,24 +5,27 @@
 #include "blackscholes.hpp"
 #include "x10cuda_apgas.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace {
 
 using arrays = std::array<apgas::remote_array<float>, 5>;  // S, X, T in; call, put out
 
-// BlackScholesGPU of the X10 sample (the SDK's kernel): 480 blocks of 128 threads, grid-stride over the options. A
-// block-level body: the grid-stride loop walks the block's runs of 128 options, so that on a CPU place the block's
-// threads take neighbouring options (a thread's own loop would stride by the whole grid through memory).
+// BlackScholesGPU of the X10 sample (the SDK's kernel) on 480 blocks of 128 threads, as a block-level body: each
+// block walks its own contiguous range of the options in runs of 128, a run's options one per thread (coalesced on a
+// GPU). The SDK's grid-stride loop would put a block's runs 480 x 128 options apart: on a CPU place every run then
+// starts a new stream for the prefetcher, 1.15x slower here; on a GPU either order coalesces.
 void black_scholes(apgas::in_order_queue& q, arrays a, long n) {
   q.async(apgas::cuda_kernel(apgas::grid{480, 128}, [=] APGAS_KERNEL(apgas::thread_block b) {
     const float *s = a[0].data(), *x = a[1].data(), *t = a[2].data();
     float *call = a[3].data(), *put = a[4].data();
-    for (long i0 = b.block() * b.threads(); i0 < n; i0 += b.blocks() * b.threads()) {
+    const long per = (n + b.blocks() - 1) / b.blocks(), lo = b.block() * per, hi = std::min(n, lo + per);
+    for (long i0 = lo; i0 < hi; i0 += b.threads()) {
       b.for_threads([&](apgas::thread_index th) {
         const long i = i0 + th.linear;
         using namespace blackscholes;
-        if (i < n) price(s[i], x[i], t[i], riskfree, volatility, call[i], put[i]);
+        if (i < hi) price(s[i], x[i], t[i], riskfree, volatility, call[i], put[i]);
       });
     }
   }));

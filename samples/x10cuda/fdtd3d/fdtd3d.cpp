@@ -15,13 +15,20 @@ constexpr int r = fdtd3d::radius;
 // FiniteDifferencesKernel of the X10 sample (the SDK's 3DFD): 16 x 16 threads, each marching along z through one
 // (x, y) column with planes z-4 .. z+4 in registers and plane z in a shared tile with a 4-wide halo, two barriers
 // per plane, the coefficients in constant memory. Planes [z0, z1) of out from in. On a CPU place the blocks are 8
-// rows of up to 128 points (a 16 x 16 block reads its halo and its rows as short runs). The halo and the edges (which
-// keep their values) are the work of a few threads: for_threads_in, on a CPU place a loop over those threads only.
+// rows of up to 128 points (a 16 x 16 block reads its halo and its rows as short runs) and march through 32 planes
+// each (a grid of chunks along z; a GPU block marches through all, as X10's): a worker then sweeps 32 planes of the
+// whole volume before going deeper, so the rows a block shares with its neighbours are still in its cache when they
+// read them (1.15x faster on one worker). The halo and the edges (which keep their values) are the work of a few
+// threads: for_threads_in, on a CPU place a loop over those threads only.
 void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out, int nx, int ny, int z0, int z1) {
-  int bw = 16, bh = 16;
-  if (!at.is_cuda()) for (bh = 8, bw = 128; nx % bw != 0;) bw -= 8;
+  int bw = 16, bh = 16, chunks = 1;
+  if (!at.is_cuda()) {
+    for (bh = 8, bw = 128; nx % bw != 0;) bw -= 8;
+    chunks = (z1 - z0 + 31) / 32;
+  }
   apgas::at(at, apgas::cuda_kernel(
-      apgas::grid{{nx / bw, ny / bh}, {bw, bh}}, apgas::constant_from(std::span<const float>(fdtd3d::coefficients)),
+      apgas::grid{{nx / bw, ny / bh, chunks}, {bw, bh}},
+      apgas::constant_from(std::span<const float>(fdtd3d::coefficients)),
       apgas::shared_uninit<float>((bw + 2 * r) * (bh + 2 * r)),
       [=] APGAS_KERNEL(apgas::thread_block b, std::span<const float> c, apgas::shared_span<float> s) {
         const int bdx = b.block_dim().x, bdy = b.block_dim().y, sw = bdx + 2 * r;
@@ -29,14 +36,18 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
         float* output = out.data();
         const long plane = static_cast<long>(nx) * ny;
         const int bx = b.block_idx().x * bdx, by = b.block_idx().y * bdy;
+        const int len = (z1 - z0 + b.grid_dim().z - 1) / b.grid_dim().z;  // the block's planes: [za, zb)
+        const int za = z0 + b.block_idx().z * len, zb = std::min(z1, za + len);
         auto q = b.per_thread_array<float, 2 * r + 1>();  // the column: X10's behind4 .. current .. infront4
-        b.for_threads([&](apgas::thread_index t) {                 // planes z0-4 .. z0+3
-          for (int k = 1; k <= 2 * r; ++k) q[k][t] = input[(z0 - r - 1 + k) * plane + (by + t.y) * nx + bx + t.x];
+        float w[r + 1];  // the coefficients, where the compiler sees that no store of the kernel changes them
+        X10CUDA_UNROLL for (int k = 0; k <= r; ++k) w[k] = c[k];
+        b.for_threads([&](apgas::thread_index t) {                 // planes za-4 .. za+3
+          for (int k = 1; k <= 2 * r; ++k) q[k][t] = input[(za - r - 1 + k) * plane + (by + t.y) * nx + bx + t.x];
         });
-        for (int z = z0; z < z1; ++z) {
+        for (int z = za; z < zb; ++z) {
           const long corner = z * plane + by * nx + bx;  // the block's first point in plane z
           x10cuda::rotate_left(q);                       // advance the column: behind4 = behind3, ...
-          for (int y = -r; y < bdy + r && z + 1 < z1; ++y) {  // (on a CPU place) what the next plane reads first:
+          for (int y = -r; y < bdy + r && z + 1 < zb; ++y) {  // (on a CPU place) what the next plane reads first:
             if (y >= 0 && y < bdy) {
               b.prefetch(input + corner + (r + 1) * plane + y * nx, bdx);  // plane z+5's rows,
             } else {
@@ -58,9 +69,9 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
           b.sync();
           b.for_threads([&](apgas::thread_index t) {
             const int m = (t.y + r) * sw + t.x + r;  // the thread's point in the tile
-            float v = c[0] * q[r][t];
+            float v = w[0] * q[r][t];
             X10CUDA_UNROLL for (int k = 1; k <= r; ++k) {
-              v += fdtd3d::term(c[k], q[r + k][t], q[r - k][t], s[m - k * sw], s[m + k * sw], s[m - k], s[m + k]);
+              v += fdtd3d::term(w[k], q[r + k][t], q[r - k][t], s[m - k * sw], s[m + k * sw], s[m - k], s[m + k]);
             }
             output[corner + t.y * nx + t.x] = v;
           });
