@@ -14,12 +14,13 @@ constexpr int r = fdtd3d::radius;
 
 // FiniteDifferencesKernel of the X10 sample (the SDK's 3DFD): 16 x 16 threads, each marching along z through one
 // (x, y) column with planes z-4 .. z+4 in registers and plane z in a shared tile with a 4-wide halo, two barriers
-// per plane, the coefficients in constant memory. Planes [z0, z1) of out from in. On a CPU place the blocks are 8
-// rows of up to 128 points (a 16 x 16 block reads its halo and its rows as short runs) and march through 32 planes
-// each (a grid of chunks along z; a GPU block marches through all, as X10's): a worker then sweeps 32 planes of the
-// whole volume before going deeper, so the rows a block shares with its neighbours are still in its cache when they
-// read them (1.17x faster on one worker). The halo and the edges (which keep their values) are the work of a few
-// threads: for_threads_in, on a CPU place a loop over those threads only.
+// per plane, the coefficients in constant memory. Planes [z0, z1) of out from in. The tile is staged (b.stage: on a
+// GPU the block copies plane z's window into shared memory; a CPU place reads the plane in place). On a CPU place the
+// blocks are 8 rows of up to 128 points (a 16 x 16 block reads its halo and its rows as short runs) and march through
+// 32 planes each (a grid of chunks along z; a GPU block marches through all, as X10's): a worker then sweeps 32
+// planes of the whole volume before going deeper, so the rows a block shares with its neighbours are still in its
+// cache when they read them. The edges keep their values: the work of a few threads, for_threads_in (on a CPU place a
+// loop over those threads only).
 void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out, int nx, int ny, int z0, int z1) {
   int bw = 16, bh = 16, chunks = 1;
   if (!at.is_cuda()) for (bh = 8, bw = 128, chunks = (z1 - z0 + 31) / 32; nx % bw != 0;) bw -= 8;
@@ -28,7 +29,7 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
       apgas::constant_from(std::span<const float>(fdtd3d::coefficients)),
       apgas::shared_uninit<float>((bw + 2 * r) * (bh + 2 * r)),
       [=] APGAS_KERNEL(apgas::thread_block b, std::span<const float> c, apgas::shared_span<float> s) {
-        const int bdx = b.block_dim().x, bdy = b.block_dim().y, sw = bdx + 2 * r;
+        const int bdx = b.block_dim().x, bdy = b.block_dim().y;
         const float* input = in.data();
         float* output = out.data();
         const long plane = static_cast<long>(nx) * ny;
@@ -49,30 +50,18 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
               b.prefetch(input + corner + plane + y * nx - r, bdx + 2 * r);  // z+1's halo rows
             }
           }
-          b.for_threads([&](apgas::thread_index t) {     // plane z+4 into the column, plane z into the tile
-            q[2 * r][t] = input[corner + r * plane + t.y * nx + t.x];
-            s[(t.y + r) * sw + t.x + r] = q[r][t];
-          });
-          b.for_threads_in({0, 0, 0}, {bdx, r, 1}, [&](apgas::thread_index t) {  // the tile's halo: the first 4 rows...
-            const long i = corner + t.y * nx + t.x, up = r * nx, down = bdy * nx;
-            s[t.y * sw + t.x + r] = input[i - up], s[(t.y + r + bdy) * sw + t.x + r] = input[i + down];
-          });
-          b.for_threads_in({0, 0, 0}, {r, bdy, 1}, [&](apgas::thread_index t) {  // ...and the first 4 columns
-            const long i = corner + t.y * nx + t.x;
-            s[(t.y + r) * sw + t.x] = input[i - r], s[(t.y + r) * sw + t.x + r + bdx] = input[i + bdx];
-          });
+          b.for_threads([&](apgas::thread_index t) { q[2 * r][t] = input[corner + r * plane + t.y * nx + t.x]; });
+          const apgas::tile<float> p = b.stage(s, input + corner, nx, {-r, -r}, {bdx + r, bdy + r});  // plane z
           b.sync();
           b.for_threads([&](apgas::thread_index t) {
-            const int m = (t.y + r) * sw + t.x + r;  // the thread's point in the tile
+            const int x = t.x, y = t.y;
             float v = c[0] * q[r][t];
             X10CUDA_UNROLL for (int k = 1; k <= r; ++k) {
-              v += fdtd3d::term(c[k], q[r + k][t], q[r - k][t], s[m - k * sw], s[m + k * sw], s[m - k], s[m + k]);
+              v += fdtd3d::term(c[k], q[r + k][t], q[r - k][t], p(x, y - k), p(x, y + k), p(x - k, y), p(x + k, y));
             }
-            output[corner + t.y * nx + t.x] = v;
+            output[corner + y * nx + x] = v;
           });
-          auto keep = [&](apgas::thread_index t) {  // the edges keep their values
-            output[corner + t.y * nx + t.x] = s[(t.y + r) * sw + t.x + r];
-          };
+          auto keep = [&](apgas::thread_index t) { output[corner + t.y * nx + t.x] = q[r][t]; };  // the edges
           b.for_threads_in({0, 0, 0}, {bdx, r - by, 1}, keep);            // the y edges: rows below r...
           b.for_threads_in({0, ny - r - by, 0}, {bdx, bdy, 1}, keep);     // ...and from ny - r on
           b.for_threads_in({0, 0, 0}, {r - bx, bdy, 1}, keep);            // the x edges: columns below r...

@@ -23,7 +23,9 @@ void check(cudaError_t e, const char* what) {
 __constant__ float c_coeff[r + 1];
 
 // FiniteDifferencesKernel of the X10 sample (the SDK's 3DFD): each thread marches along z through one (x, y) column
-// with planes z-4 .. z+4 in registers and plane z in a shared tile with a 4-wide halo. Planes [z0, z1) of out.
+// with planes z-4 .. z+4 in registers and plane z in a shared tile with a 4-wide halo, which the block copies whole
+// (as apgas_x10cuda_fdtd3d's b.stage does; X10's kernel stored the centre from registers and the halo by 4 threads of
+// each side). Planes [z0, z1) of out.
 __global__ void fd_kernel(const float* input, float* output, int nx, int ny, int z0, int z1) {
   __shared__ float s[sw * sw];
   const long plane = static_cast<long>(nx) * ny;
@@ -40,15 +42,10 @@ __global__ void fd_kernel(const float* input, float* output, int nx, int ny, int
     current = infront1, infront1 = infront2, infront2 = infront3, infront3 = infront4;
     infront4 = input[i + r * plane];
     __syncthreads();
-    if (ty < r) {
-      s[ty * sw + tx + r] = input[i - r * nx];
-      s[(ty + bd + r) * sw + tx + r] = input[i + bd * nx];
+    const long corner = i - static_cast<long>(ty) * nx - tx;  // the block's first point in plane z
+    for (int e = ty * bd + tx; e < sw * sw; e += bd * bd) {   // plane z's window into the tile (apgas' b.stage)
+      s[e] = input[corner + static_cast<long>(e / sw - r) * nx + e % sw - r];
     }
-    if (tx < r) {
-      s[(ty + r) * sw + tx] = input[i - r];
-      s[(ty + r) * sw + tx + bd + r] = input[i + bd];
-    }
-    s[m] = current;
     __syncthreads();
     float v = c_coeff[0] * current;
     v += fdtd3d::term(c_coeff[1], infront1, behind1, s[m - sw], s[m + sw], s[m - 1], s[m + 1]);
