@@ -20,7 +20,8 @@ void black_scholes(apgas::in_order_queue& q, arrays a, long n) {
   q.async(apgas::cuda_kernel(apgas::grid{480, 128}, [=] APGAS_KERNEL(apgas::thread_block b) {
     const float *s = a[0].data(), *x = a[1].data(), *t = a[2].data();
     float *call = a[3].data(), *put = a[4].data();
-    const long per = (n + b.blocks() - 1) / b.blocks(), lo = b.block() * per, hi = std::min(n, lo + per);
+    const long runs = b.blocks() * b.threads(), per = (n + runs - 1) / runs * b.threads();  // whole runs a block
+    const long lo = b.block() * per, hi = std::min(n, lo + per);
     for (long i0 = lo; i0 < hi; i0 += b.threads()) {
       b.for_threads([&](apgas::thread_index th) {
         const long i = i0 + th.linear;

@@ -22,7 +22,8 @@ void check(cudaError_t e, const char* what) {
 // BlackScholesGPU of the X10 sample (the SDK's kernel), each block over its own contiguous range of the options (as
 // apgas_x10cuda_blackscholes does; the SDK strides over the whole grid).
 __global__ void black_scholes(const float* s, const float* x, const float* t, float* call, float* put, long n) {
-  const long per = (n + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = min(n, lo + per);
+  const long runs = static_cast<long>(gridDim.x) * blockDim.x, per = (n + runs - 1) / runs * blockDim.x;
+  const long lo = blockIdx.x * per, hi = min(n, lo + per);
   for (long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
     blackscholes::price(s[i], x[i], t[i], blackscholes::riskfree, blackscholes::volatility, call[i], put[i]);
   }

@@ -17,13 +17,13 @@ constexpr int r = fdtd3d::radius;
 // per plane, the coefficients in constant memory. Planes [z0, z1) of out from in. The tile is staged (b.stage: on a
 // GPU the block copies plane z's window into shared memory; a CPU place reads the plane in place). On a CPU place the
 // blocks are 8 rows of up to 128 points (a 16 x 16 block reads its halo and its rows as short runs) and march through
-// 32 planes each (a grid of chunks along z; a GPU block marches through all, as X10's): a worker then sweeps 32
+// at most 32 planes each (a grid of chunks along z; a GPU block marches through all, as X10's): a worker then sweeps 32
 // planes of the whole volume before going deeper, so the rows a block shares with its neighbours are still in its
 // cache when they read them. The edges keep their values: the work of a few threads, for_threads_in (on a CPU place a
 // loop over those threads only).
 void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out, int nx, int ny, int z0, int z1) {
   int bw = 16, bh = 16, chunks = 1;
-  if (!at.is_cuda()) for (bh = 8, bw = 128, chunks = (z1 - z0 + 31) / 32; nx % bw != 0;) bw -= 8;
+  if (!at.is_cuda()) for (bh = 8, bw = 128, chunks = std::max(1, (z1 - z0 + 31) / 32); nx % bw != 0;) bw -= 8;
   apgas::at(at, apgas::cuda_kernel(
       apgas::grid{{nx / bw, ny / bh, chunks}, {bw, bh}},
       apgas::constant_from(std::span<const float>(fdtd3d::coefficients)),
