@@ -420,6 +420,9 @@ void combine_reduce(void* slots, const bool* present, int n, void* result, const
 #endif
 
 namespace detail {
+/// Invariant: on a CPU place a span of compile-time size is a whole shared array, 64-byte aligned, and operator[]
+/// tells the compiler so: only the launch makes those, over its 64-byte aligned per-block buffers (subspan makes
+/// spans of dynamic size; thread_block::stage's std::span form wraps the caller's memory in one of dynamic size).
 template <class T, std::size_t Extent, bool Checked>
 class basic_shared_span {
  public:
@@ -434,8 +437,16 @@ class basic_shared_span {
         return p_[-static_cast<std::ptrdiff_t>(off_)];  // reported; element 0 of the whole array, nothing outside
       }
     }
-#endif
+    if constexpr (Extent != std::dynamic_extent) {  // a whole array, 64-byte aligned (the class's invariant): a loop
+      // over a block's threads reads and writes it with aligned vectors, which SSE folds into the arithmetic (the
+      // tiled SGEMM's product: 7 % fewer instructions; tpacf 1 %). Said of every span, through the whole array's
+      // start p_ - off_, the indexing cost more than it gained (tpacf: 2 % more instructions).
+      return static_cast<T*>(__builtin_assume_aligned(p_, 64))[i];
+    }
     return p_[i];
+#else
+    return p_[i];
+#endif
   }
   /// Elements [offset, offset + count), watched as part of this array (an index outside the part is reported by
   /// the checking mode); offset and count are cut to the array.
