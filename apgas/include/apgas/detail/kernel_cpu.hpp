@@ -163,8 +163,10 @@ struct cpu_launch {
     }
   }
 
+  // Not inlined into run_range: the body then has the registers to itself (inlined, GCC kept the block-level SGEMM's
+  // inner loop bound on the stack, a load per iteration; decision 0017). One call per block.
   template <class Storage, std::size_t... I>
-  void run_block(void* blk, long b, Storage& st, std::index_sequence<I...>) {
+  [[gnu::noinline]] void run_block(void* blk, long b, Storage& st, std::index_sequence<I...>) {
     const grid g = info.g;
     const dim3 bid = unflatten(b, g.blocks);
     if constexpr (K::kind == body_kind::clocked) {
