@@ -96,6 +96,40 @@ TEST_P(KernelCpu, SharedArraysArePerBlockAndFilledFromHostData) {
   });
 }
 
+// shared_span<T, N>::operator[] tells the compiler the array is 64-byte aligned on a CPU place: every shared array
+// of every block is, and an element type aligned beyond 64 bytes gets its own alignment; values survive the barrier.
+TEST_P(KernelCpu, SharedArraysOfCompileTimeSizeAreAligned) {
+  struct alignas(128) wide {
+    float v[4];
+  };
+  run_on(GetParam(), [] {
+    constexpr int blocks = 6, threads = 16;
+    std::vector<std::uintptr_t> addr(blocks * 3, 1);
+    std::vector<float> got(blocks * threads, 0.f);
+    std::uintptr_t* a = addr.data();
+    float* g = got.data();
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{blocks, threads}, apgas::shared_uninit<float, 3>(),
+                                                apgas::shared<float, threads>(), apgas::shared_uninit<wide, 2>(),
+                                                [=](apgas::thread_block b, apgas::shared_span<float, 3> odd,
+                                                    apgas::shared_span<float, threads> s,
+                                                    apgas::shared_span<wide, 2> w) {
+      const long k = b.block();
+      a[k * 3] = reinterpret_cast<std::uintptr_t>(odd.data()) % 64;
+      a[k * 3 + 1] = reinterpret_cast<std::uintptr_t>(s.data()) % 64;
+      a[k * 3 + 2] = reinterpret_cast<std::uintptr_t>(w.data()) % 128;
+      b.for_threads([&](apgas::thread_index t) { s[static_cast<std::size_t>(t.linear)] += 2.f * t.linear + k; });
+      b.sync();
+      b.for_threads([&](apgas::thread_index t) {
+        g[k * threads + t.linear] = s[static_cast<std::size_t>(threads - 1 - t.linear)];
+      });
+    }));
+    for (std::uintptr_t r : addr) EXPECT_EQ(r, 0u);
+    for (int k = 0; k < blocks; ++k) {
+      for (int t = 0; t < threads; ++t) EXPECT_EQ(got[k * threads + t], 2.f * (threads - 1 - t) + k);
+    }
+  });
+}
+
 TEST_P(KernelCpu, ConstantAndGlobalResources) {
   run_on(GetParam(), [] {
     std::vector<int> table(256);

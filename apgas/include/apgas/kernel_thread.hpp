@@ -234,16 +234,18 @@ APGAS_DETAIL_HD bool tree_reduce(T* v, bool* present, int n, const Op& op) {
   return present[0];
 }
 
-/// tree_reduce when every slot has a value (a block-level body: all threads take part), without presence marks: the
-/// same combinations in the same order, so the same bits. Only the slots that feed slot 0 are combined (at each
-/// step the lanes below the offset), with constant trip counts for whole warps, which the compiler vectorises.
 /// One step of a whole warp's tree and the steps after it: each a loop of a compile-time trip count, which the
-/// compiler unrolls into a few vector operations (a loop over `off` as a variable: 1.7x the instructions in rpes).
+/// compiler unrolls into a few vector operations (a loop over `off` as a variable: 1.7x the instructions of rpes'
+/// block reductions).
 template <int Off, class T, class Op>
 APGAS_DETAIL_HD void tree_steps(T* a, const Op& op) {
   for (int lane = 0; lane < Off; ++lane) a[lane] = op(a[lane], a[lane + Off]);
   if constexpr (Off > 1) tree_steps<Off / 2>(a, op);
 }
+
+/// tree_reduce when every slot has a value (a block-level body: all threads take part), without presence marks: the
+/// same combinations in the same order, so the same bits. Only the slots that feed slot 0 are combined (at each
+/// step the lanes below the offset), with constant trip counts for whole warps, which the compiler vectorises.
 template <class T, class Op>
 APGAS_DETAIL_HD T tree_reduce_all(T* v, int n, const Op& op) {
   const int warps = (n + warp_size - 1) / warp_size;
@@ -425,16 +427,26 @@ void combine_reduce(void* slots, const bool* present, int n, void* result, const
 #endif
 
 namespace detail {
+/// The tag of the launch's own basic_shared_span constructor: a whole shared array of a launch.
+struct whole_shared_array_t {
+  explicit whole_shared_array_t() = default;
+};
+
 /// Invariant: on a CPU place a span of compile-time size is a whole shared array, 64-byte aligned, and operator[]
-/// tells the compiler so: only the launch makes those, over its 64-byte aligned per-block buffers (subspan makes
-/// spans of dynamic size; thread_block::stage's std::span form wraps the caller's memory in one of dynamic size).
+/// tells the compiler so: only the launch makes those (the tagged constructor), over its 64-byte aligned per-block
+/// buffers; the untagged constructor (subspan, thread_block::stage's std::span form) makes spans of dynamic size.
 template <class T, std::size_t Extent, bool Checked>
 class basic_shared_span {
  public:
   using element_type = T;
   using size_type = std::size_t;
+  /// Elements [off, off + n) of a shared array, p pointing at element off (dynamic size only).
   APGAS_DETAIL_HD basic_shared_span(T* p, std::size_t n, shared_check* c = nullptr, std::size_t off = 0) noexcept
+    requires(Extent == std::dynamic_extent)
       : p_(p), n_(n), check_(c), off_(off) {}
+  /// The whole shared array of a launch (on a CPU place 64-byte aligned: operator[] relies on it).
+  APGAS_DETAIL_HD basic_shared_span(whole_shared_array_t, T* p, std::size_t n, shared_check* c = nullptr) noexcept
+      : p_(p), n_(n), check_(c), off_(0) {}
   APGAS_DETAIL_HD T& operator[](std::size_t i) const noexcept {
 #if !defined(__CUDA_ARCH__)
     if constexpr (Checked) {

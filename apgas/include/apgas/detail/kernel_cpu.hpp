@@ -56,13 +56,16 @@ inline dim3 unflatten(long b, dim3 g) noexcept {
   return dim3(static_cast<int>(b % g.x), static_cast<int>((b / g.x) % g.y), static_cast<int>(b / xy));
 }
 
-/// Aligned raw storage for n elements of a trivially copyable T (64-byte aligned: vector loads stay within lines).
+/// Aligned raw storage for n elements of a trivially copyable T (64-byte aligned, or T's alignment where larger:
+/// vector loads stay within lines; shared_span relies on it).
 template <class T>
 class block_buffer {
+  static constexpr std::align_val_t align{alignof(T) > 64 ? alignof(T) : 64};
+
  public:
   explicit block_buffer(std::size_t n)
-      : p_(static_cast<T*>(::operator new(std::max<std::size_t>(n, 1) * sizeof(T), std::align_val_t{64}))), n_(n) {}
-  ~block_buffer() { ::operator delete(p_, std::align_val_t{64}); }
+      : p_(static_cast<T*>(::operator new(std::max<std::size_t>(n, 1) * sizeof(T), align))), n_(n) {}
+  ~block_buffer() { ::operator delete(p_, align); }
   block_buffer(const block_buffer&) = delete;
   block_buffer& operator=(const block_buffer&) = delete;
   T* data() const noexcept { return p_; }
@@ -95,7 +98,8 @@ struct block_storage<shared_array<T, N, Fill>> {
     }
   }
   shared_span<T, N> param(const shared_array<T, N, Fill>&, void* block, int index) {
-    return {buf.data(), buf.size(), shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
+    return {whole_shared_array_t{}, buf.data(), buf.size(),
+            shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
   }
 };
 template <class T>
@@ -106,7 +110,8 @@ struct block_storage<shared_copy<T>> {
     if (!r.data->empty()) std::memcpy(buf.data(), r.data->data(), r.data->size() * sizeof(T));
   }
   shared_span<T> param(const shared_copy<T>&, void* block, int index) {
-    return {buf.data(), buf.size(), shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
+    return {whole_shared_array_t{}, buf.data(), buf.size(),
+            shared_checker(block, index, buf.data(), buf.size(), sizeof(T))};
   }
 };
 template <class T>

@@ -102,7 +102,9 @@ struct dev_res<shared_array<T, N, Fill>> {  // a per-block array, filled with on
       for (std::size_t i = gpu_linear_thread(); i < n; i += gpu_block_threads()) a[i] = value;
     }
   }
-  __device__ shared_span<T, N> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
+  __device__ shared_span<T, N> param(unsigned char* smem) const {
+    return {whole_shared_array_t{}, reinterpret_cast<T*>(smem + offset), n};
+  }
 };
 
 template <class T>
@@ -113,7 +115,9 @@ struct dev_res<shared_copy<T>> {  // a per-block array filled from a device copy
     T* a = reinterpret_cast<T*>(smem + offset);
     for (std::size_t i = gpu_linear_thread(); i < n; i += gpu_block_threads()) a[i] = source[i];
   }
-  __device__ shared_span<T> param(unsigned char* smem) const { return {reinterpret_cast<T*>(smem + offset), n}; }
+  __device__ shared_span<T> param(unsigned char* smem) const {
+    return {whole_shared_array_t{}, reinterpret_cast<T*>(smem + offset), n};
+  }
 };
 
 template <class T>
