@@ -460,10 +460,8 @@ class basic_shared_span {
       // start p_ - off_, the indexing cost more than it gained (tpacf: 2 % more instructions).
       return static_cast<T*>(__builtin_assume_aligned(p_, 64))[i];
     }
-    return p_[i];
-#else
-    return p_[i];
 #endif
+    return p_[i];
   }
   /// Elements [offset, offset + count), watched as part of this array (an index outside the part is reported by
   /// the checking mode); offset and count are cut to the array.
