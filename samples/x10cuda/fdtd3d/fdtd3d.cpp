@@ -86,16 +86,16 @@ int main(int argc, char** argv) {
     const auto out0 = apgas::make_remote_array<float>(apgas::here(), p->volume.size(), 0.0f);
     parboil::timer timer;
     timer.start();
-    auto slabs = x10cuda::make_slabs(nz, o.cpu, r, plane, in0, out0);  // z-slabs, both volumes from the input
+    auto slabs = dist::make_slabs(nz, o.cpu, r, plane, in0, out0);  // z-slabs, both volumes from the input
     for (int step = 0; step < p->steps; ++step) {
-      x10cuda::for_parts(slabs, [=](const x10cuda::slab<float>& s) {  // its planes; the z faces keep their values
+      dist::for_parts(slabs, [=](const dist::slab<float>& s) {  // its planes; the z faces keep their values
         const auto z0 = std::max<long long>(s.p.lo, r) - s.base, z1 = std::min<long long>(s.p.hi, nz - r) - s.base;
         fd_kernel(s.p.at, s.a, s.b, nx, ny, int(z0), int(z1));
       });
-      x10cuda::next_step(slabs, r, plane, step + 1 < p->steps);  // swap the volumes, exchange the halo planes
+      dist::next_step(slabs, r, plane, step + 1 < p->steps);  // swap the volumes, exchange the halo planes
     }
     const auto result = p->steps % 2 == 1 ? out0 : in0;
-    x10cuda::gather_slabs(slabs, plane, result, p->steps % 2 == 1 ? in0 : out0);
+    dist::gather_slabs(slabs, plane, result, p->steps % 2 == 1 ? in0 : out0);
     timer.stop();
     return fdtd3d::finish(o, *p, {result.data(), p->volume.size()}, timer.seconds(), parboil::places_field(o.cpu));
   });

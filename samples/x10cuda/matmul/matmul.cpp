@@ -5,6 +5,7 @@
 #include "matmul.hpp"
 #include "x10cuda_apgas.hpp"
 
+#include <array>
 
 namespace {
 
@@ -12,7 +13,7 @@ using apgas::remote_array;
 
 // A part's rows of C at its compute place: its rows of A and C (leading dimension ld) and all of B.
 struct slice {
-  x10cuda::part p;
+  dist::part p;
   remote_array<float> a, b, c;
   int ld;
 };
@@ -45,10 +46,8 @@ void sgemm_nn(apgas::in_order_queue& q, slice s, int n) {
       blk.sync();
     }
     blk.for_threads([&](apgas::thread_index t) {
-      X10CUDA_UNROLL for (int j = 0; j < 16; ++j) {
-        float& out = C[t.linear + static_cast<long>(j) * ldc];
-        out = matmul::alpha * c[t][j] + matmul::beta * out;
-      }
+      float* out = C + t.linear;
+      X10CUDA_UNROLL for (int j = 0; j < 16; ++j) out[j * ldc] = matmul::alpha * c[t][j] + matmul::beta * out[j * ldc];
     });
   }));
 }
@@ -65,26 +64,29 @@ int main(int argc, char** argv) {
     const auto at0 = [](std::span<const float> v) { return apgas::make_remote_array(apgas::here(), v); };
     const auto a0 = at0(p->a), b0 = at0(p->b), c0 = at0(p->c);
     std::vector<slice> slices;  // blocks of 64 rows of C over the compute places of every host
-    for (const x10cuda::part& q : x10cuda::parts(n, o.cpu, 64)) {
-      slices.push_back({q, x10cuda::borrow_rows(q.at, a0, q.lo, q.size(), n), x10cuda::borrow(q.at, b0, 0, 1L * n * n),
-                        x10cuda::borrow_rows(q.at, c0, q.lo, q.size(), n), q.at == a0.home() ? n : int(q.size())});
+    for (const dist::part& q : dist::parts(n, o.cpu, 64)) {
+      const auto a = dist::borrow_rows(q.at, a0, q.lo, q.size(), n, n);
+      slices.push_back({q, a, dist::borrow(q.at, b0, 0, 1L * n * n), dist::borrow_rows(q.at, c0, q.lo, q.size(), n, n),
+                        static_cast<int>(dist::ld_of(a, a0, q.size(), n))});
     }
-    const auto launch = [&](int launches) {  // in an in-order queue at each slice's place
-      x10cuda::for_parts(slices, [=](const slice& s) {
-        apgas::finish([&] {
-          auto q = apgas::in_order(s.p.at);
-          for (int i = 0; i < launches; ++i) sgemm_nn(q, s, n);
-        });
+    const auto launch = [&](int launches) {  // in line on an in-order queue at each slice's place
+      dist::for_parts(slices, [=](const slice& s) {
+        auto q = apgas::in_order(s.p.at);
+        for (int i = 0; i < launches; ++i) sgemm_nn(q, s, n);
       });
     };
     launch(1);  // the untimed first launch
     parboil::timer timer;
     timer.start();
     launch(p->iterations);
-    for (const slice& s : slices) {  // the slices' rows of C back to place 0
-      if (s.c.home() != c0.home()) x10cuda::copy_rows(c0, s.c, s.p.lo, s.ld, n, false);
+    for (const slice& s : slices) {  // C's rows back to place 0
+      if (!dist::same(s.c, c0)) dist::copy_rows(c0, s.c, s.p.lo, s.p.size(), n, n, false);
     }
     timer.stop();
+    for (const slice& s : slices) {  // the borrowed arrays freed (nothing to free at place 0's CPU place)
+      dist::give_back_rows(s.a, a0, 0, 0, n, n, false), dist::give_back(s.b, b0, 0, 0, 0, false);
+      dist::give_back_rows(s.c, c0, 0, 0, n, n, false);
+    }
     return matmul::finish(o, *p, {c0.data(), p->c.size()}, timer.seconds(), parboil::places_field(o.cpu));
   });
 }
