@@ -100,7 +100,7 @@ void for_slices(const std::vector<part>& ps, std::array<apgas::remote_array<T>, 
 
 /// Rows [lo, lo + m) of `whole` (an array at a host place: a column-major matrix of `cols` columns, leading dimension
 /// ld), copied to or from `rows` (m x cols, leading dimension m). Whole columns (m == ld) go at once; otherwise the
-/// rows are packed at whole's home and travel as one message each way (not one per column).
+/// rows are packed at whole's home and travel as one copy each way (not one per column).
 template <class T>
 void copy_rows(apgas::remote_array<T> whole, apgas::remote_array<T> rows, long long lo, long long m, long long ld,
                long long cols, bool to_rows) {
@@ -112,20 +112,16 @@ void copy_rows(apgas::remote_array<T> whole, apgas::remote_array<T> rows, long l
     });
     return;
   }
-  std::vector<T> packed(n);
-  if (!to_rows) apgas::finish([&] { apgas::async_copy(rows, 0, std::span<T>(packed)); });
-  packed = apgas::at(
-      whole.home(),
-      [whole, lo, m, ld, cols, to_rows](std::vector<T> v) {
-        for (long long j = 0; j < cols; ++j) {
-          T* w = whole.data() + lo + j * ld;
-          if (to_rows) std::copy_n(w, m, v.data() + j * m);
-          if (!to_rows) std::copy_n(v.data() + j * m, m, w);
-        }
-        return to_rows ? std::move(v) : std::vector<T>();
-      },
-      to_rows ? std::vector<T>(n) : std::move(packed));
-  if (to_rows) apgas::finish([&] { apgas::async_copy(std::span<const T>(packed), rows); });
+  apgas::at(whole.home(), [=] {  // packed there: one message to or from rows, not one per column
+    std::vector<T> v(n);
+    if (!to_rows) apgas::finish([&] { apgas::async_copy(rows, 0, std::span<T>(v)); });
+    for (long long j = 0; j < cols; ++j) {
+      T* w = whole.data() + lo + j * ld;
+      if (to_rows) std::copy_n(w, m, v.data() + j * m);
+      if (!to_rows) std::copy_n(v.data() + j * m, m, w);
+    }
+    if (to_rows) apgas::finish([&] { apgas::async_copy(std::span<const T>(v), rows); });
+  });
 }
 
 /// Rows [lo, lo + m) of src (an array at a host place: `cols` columns, leading dimension ld) at place `at`: src itself
