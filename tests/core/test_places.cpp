@@ -236,6 +236,49 @@ TEST(Places, RemoteArraysOfEverySizeAreZeroedAlignedAndFreedOnce) {
   });
 }
 
+// make_remote_array's fill and generator forms at the caller's own place: written straight into the array (the
+// span handed to fill is the array's memory, value-initialised), the generator called once per element in order;
+// a fill that throws leaves nothing allocated.
+TEST(Places, FilledAndGeneratedRemoteArraysAreWrittenInPlaceAtHome) {
+  run_on(2, [] {
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{3u << 20}}) {
+      const float* seen = nullptr;
+      bool zeroed = true;
+      auto a = apgas::make_remote_array<float>(apgas::here(), n, [&](std::span<float> out) {
+        seen = out.data();
+        EXPECT_EQ(out.size(), n);
+        zeroed = std::all_of(out.begin(), out.end(), [](float x) { return x == 0.0f; });
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(i % 977);
+      });
+      EXPECT_EQ(seen, a.data()) << n;
+      EXPECT_TRUE(zeroed) << n;
+      std::size_t next = 0;
+      bool in_order = true;
+      auto g = apgas::make_remote_array<long>(apgas::here(), n, [&](std::size_t i) {
+        in_order = in_order && i == next++;
+        return static_cast<long>(i) * 3;
+      });
+      EXPECT_TRUE(in_order) << n;
+      EXPECT_EQ(next, n);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(a.data()[i], static_cast<float>(i % 977)) << i;
+        ASSERT_EQ(g.data()[i], static_cast<long>(i) * 3) << i;
+      }
+      apgas::free_remote_array(a);
+      apgas::free_remote_array(g);
+    }
+    std::uintptr_t lost = 0;
+    EXPECT_THROW(apgas::make_remote_array<int>(apgas::here(), 5000,
+                                               [&](std::span<int> out) {
+                                                 lost = reinterpret_cast<std::uintptr_t>(out.data());
+                                                 throw std::runtime_error("fill failed");
+                                               }),
+                 std::runtime_error);
+    ASSERT_NE(lost, 0u);
+    EXPECT_THROW(apgas::detail::check_live_array("test", lost, 1), apgas::illegal_operation_exception);
+  });
+}
+
 // Messages name what happened: an offset near SIZE_MAX is not printed as a wrapped range, and the report of a run's
 // uncaught exceptions gives demangled type names (also for a value not derived from std::exception).
 TEST(Places, OutOfRangeCopiesAtHugeOffsetsPrintSensibly) {

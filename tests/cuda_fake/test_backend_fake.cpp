@@ -186,9 +186,16 @@ TEST_F(FakeGpu, MakeRemoteArrayFilledClonedAndGenerated) {
         for (std::size_t i = 0; i < n; ++i) expect[i] = static_cast<int>(i * i % 65521);
         EXPECT_EQ(first_difference(fake().read<int>(dev, gen.token(), n), expect), -1);
 
+        // The fill form at a GPU place: written into a host buffer of value-initialised elements, then copied.
+        auto fill = apgas::make_remote_array<int>(g, n, [](std::span<int> out) {
+          for (std::size_t i = 0; i < out.size(); ++i) out[i] += static_cast<int>(i * i % 65521);
+        });
+        EXPECT_EQ(first_difference(fake().read<int>(dev, fill.token(), n), expect), -1);
+
         apgas::free_remote_array(filled);
         apgas::free_remote_array(clone);
         apgas::free_remote_array(gen);
+        apgas::free_remote_array(fill);
       }
       fake().synchronize(dev);
       EXPECT_EQ(counter(dev, "allocations"), before);

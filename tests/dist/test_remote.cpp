@@ -652,6 +652,38 @@ TEST(Remote, CopiesIntoOrFromAFreedArrayAreTheFinishsErrorNotAHang) {
   });
 }
 
+// make_remote_array's fill and generator forms at every place: at place 0 itself written in place, elsewhere
+// written into a buffer of place 0 (value-initialised, generated in order) and copied there.
+TEST(Remote, FilledAndGeneratedArraysReachEveryPlace) {
+  run_everywhere([] {
+    for (const apgas::place p : apgas::places()) {
+      const std::size_t n = 100000;
+      bool zeroed = true;
+      auto a = apgas::make_remote_array<int>(p, n, [&](std::span<int> out) {
+        zeroed = std::all_of(out.begin(), out.end(), [](int x) { return x == 0; });
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int>(i * 7 + p.id());
+      });
+      EXPECT_TRUE(zeroed) << p.id();
+      std::size_t next = 0;
+      auto g = apgas::make_remote_array<int>(p, n, [&](std::size_t i) {
+        EXPECT_EQ(i, next++);
+        return static_cast<int>(i * 7 + p.id());
+      });
+      std::vector<int> expect(n), back_a(n), back_g(n);
+      for (std::size_t i = 0; i < n; ++i) expect[i] = static_cast<int>(i * 7 + p.id());
+      apgas::finish([&] {
+        apgas::async_copy(a, 0, std::span<int>(back_a));
+        apgas::async_copy(g, 0, std::span<int>(back_g));
+      });
+      EXPECT_EQ(back_a, expect) << p.id();
+      EXPECT_EQ(back_g, expect) << p.id();
+      EXPECT_EQ(apgas::at(p, [a] { return a.data()[n - 1]; }), expect[n - 1]);
+      apgas::free_remote_array(a);
+      apgas::free_remote_array(g);
+    }
+  });
+}
+
 TEST(Remote, FreeingAnArrayTwiceThroughACopyIsAnExceptionAtEveryHome) {
   run_everywhere([] {
     for (const apgas::place p : apgas::places()) {

@@ -248,13 +248,38 @@ remote_array<T> make_remote_array(place p, std::span<const T> init) {
   return remote_array<T>::from_token(p.id(), a, n);
 }
 
-/// n elements gen(i) at p; gen is evaluated at the caller.
+/// n elements at p, written at the caller by fill(std::span<T>) over n value-initialised elements: straight into the
+/// array where p is the caller's own host place (no buffer, no copy: the array's pages are touched once), else into
+/// a buffer of the caller that is then copied to p. If fill throws, nothing is left allocated and the exception
+/// propagates.
+template <class T, class Fill>
+  requires(std::is_invocable_v<Fill&, std::span<T>> && !std::is_invocable_v<Fill&, std::size_t>)
+remote_array<T> make_remote_array(place p, std::size_t n, Fill fill) {
+  (void)place_of(p.id());
+  (void)detail::array_bytes<T>(n);  // a size past the address space: the same error on both paths
+  if (detail::is_here(p)) {  // (a GPU place is never the caller's host place)
+    remote_array<T> a = make_remote_array<T>(p, n);
+    try {
+      fill(std::span<T>(a.data(), n));
+    } catch (...) {
+      free_remote_array(a);
+      throw;
+    }
+    return a;
+  }
+  std::vector<T> v(n);
+  fill(std::span<T>(v));
+  return make_remote_array(p, std::span<const T>(v));
+}
+
+/// n elements gen(i) at p; gen is evaluated at the caller, once per element in order i = 0, 1, ..., n - 1 (so it may
+/// keep state); as the fill form above: straight into the array where p is the caller's own host place.
 template <class T, class Gen>
   requires std::is_invocable_r_v<T, Gen&, std::size_t>
 remote_array<T> make_remote_array(place p, std::size_t n, Gen gen) {
-  std::vector<T> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = gen(i);
-  return make_remote_array(p, std::span<const T>(v));
+  return make_remote_array<T>(p, n, [&gen](std::span<T> out) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = gen(i);
+  });
 }
 
 /// Free the array at its home; a becomes empty. The array must not be in use (no kernel or copy in flight). Freeing

@@ -22,13 +22,14 @@ namespace {
 // The quartets qs at compute place p: their sums.
 std::vector<float> run_part(apgas::place p, const rpes::input& in, const std::vector<rpes::quartet>& qs, int threads) {
   if (qs.empty()) return {};
-  const rpes::block_work bw = rpes::distribute(in.shells, qs);
-  const long blocks = static_cast<long>(bw.blocks.size()), nq = static_cast<long>(qs.size());
-  auto work = apgas::make_remote_array(p, std::span<const rpes::work>(bw.blocks));
-  auto final = apgas::make_remote_array(p, std::span<const rpes::range>(bw.final));
+  const long blocks = rpes::block_count(in.shells, qs), nq = static_cast<long>(qs.size());
+  std::vector<rpes::range> ranges;  // (the descriptors are written straight into p's array at a CPU place)
+  auto work = apgas::make_remote_array<rpes::work>(
+      p, blocks, [&](std::span<rpes::work> w) { ranges = rpes::distribute(in.shells, qs, w); });
+  auto final = apgas::make_remote_array(p, std::span<const rpes::range>(ranges));
   auto xyz = apgas::make_remote_array(p, std::span<const rpes::atom4>(in.atoms));
   auto prims = apgas::make_remote_array(p, std::span<const rpes::prim>(in.prims));
-  auto partial = apgas::make_remote_array<float>(p, bw.blocks.size()),
+  auto partial = apgas::make_remote_array<float>(p, blocks),
        sums = apgas::make_remote_array<float>(p, qs.size());
   std::vector<float> out(qs.size());
   apgas::finish([&] {

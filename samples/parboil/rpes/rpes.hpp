@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -252,31 +253,35 @@ inline int reduction_threads(const std::vector<shell>& s) {
   return t;
 }
 
-/// Parboil's DistributeBlockWork for the quartets [q0, q1): one descriptor per block, one range per quartet, block
-/// numbers counted from the range's first quartet.
-struct block_work {
-  std::vector<work> blocks;
+/// The blocks of the quartets qs (ComputeX's grid): 64 primitive combinations each.
+inline long block_count(const std::vector<shell>& s, std::span<const quartet> qs) {
+  long n = 0;
+  for (const quartet q : qs) n += blocks_of(s, q);
+  return n;
+}
+
+/// Parboil's DistributeBlockWork for the quartets qs: one descriptor per block into `blocks` (block_count(s, qs) of
+/// them), block numbers counted from qs' first quartet; returns one range per quartet (DoReduction's).
+inline std::vector<range> distribute(const std::vector<shell>& s, std::span<const quartet> qs, std::span<work> blocks) {
   std::vector<range> final;
-};
-inline block_work distribute(const std::vector<shell>& s, std::span<const quartet> qs) {
-  block_work w;
-  w.final.reserve(qs.size());
-  std::size_t n = 0;
-  for (const quartet q : qs) n += static_cast<std::size_t>(blocks_of(s, q));
-  w.blocks.reserve(n);
+  final.reserve(qs.size());
+  std::uint32_t first = 0;
   for (const quartet q : qs) {
     const shell &a = s[q.s1], &b = s[q.s2], &c = s[q.s3], &d = s[q.s4];
-    const auto first = static_cast<std::uint32_t>(w.blocks.size());
     const work x{
         static_cast<std::uint32_t>(a.count << 12 | b.count << 8 | c.count << 4 | d.count),
         static_cast<std::uint32_t>(a.atom) << 24 | static_cast<std::uint32_t>(b.atom << 16 | c.atom << 8 | d.atom),
         static_cast<std::uint32_t>(a.first) << 24 | static_cast<std::uint32_t>(b.first << 16 | c.first << 8 | d.first),
         first};
-    const int nb = blocks_of(s, q);
-    w.blocks.insert(w.blocks.end(), static_cast<std::size_t>(nb), x);
-    w.final.push_back({first, static_cast<std::uint32_t>(nb)});
+    const auto nb = static_cast<std::uint32_t>(blocks_of(s, q));
+    if (first + std::size_t{nb} > blocks.size()) {
+      throw std::length_error("rpes::distribute: " + std::to_string(blocks.size()) + " descriptors for more blocks");
+    }
+    std::fill_n(blocks.begin() + first, nb, x);
+    final.push_back({first, nb});
+    first += nb;
   }
-  return w;
+  return final;
 }
 
 /// Part i of `parts` of the quartets [q0, q1), cut where the running count of blocks (the work) crosses i/parts of

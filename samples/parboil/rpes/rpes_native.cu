@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,7 +55,7 @@ __global__ void do_reduction(const rpes::range* final, const float* partial, flo
 }
 
 template <class T>
-T* to_device(const std::vector<T>& v) {
+T* to_device(std::span<const T> v) {
   T* d = nullptr;
   CUDA_CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
   CUDA_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
@@ -81,14 +83,16 @@ int main(int argc, char** argv) {
     parboil::timer timer;
     timer.start();
     const std::vector<rpes::quartet> qs = rpes::quartets(in.shells.size());
-    const rpes::block_work bw = rpes::distribute(in.shells, qs);
-    const long blocks = static_cast<long>(bw.blocks.size()), nq = static_cast<long>(qs.size());
-    rpes::work* d_work = to_device(bw.blocks);
-    rpes::range* d_final = to_device(bw.final);
-    rpes::atom4* d_xyz = to_device(in.atoms);
-    rpes::prim* d_prims = to_device(in.prims);
+    const long blocks = rpes::block_count(in.shells, qs), nq = static_cast<long>(qs.size());
+    std::unique_ptr<rpes::work[]> work(new rpes::work[blocks]);  // not zeroed, as Parboil's malloc
+    const std::vector<rpes::range> final = rpes::distribute(in.shells, qs, {work.get(), std::size_t(blocks)});
+    rpes::work* d_work = to_device<rpes::work>({work.get(), std::size_t(blocks)});
+    work.reset();
+    rpes::range* d_final = to_device<rpes::range>(final);
+    rpes::atom4* d_xyz = to_device<rpes::atom4>(in.atoms);
+    rpes::prim* d_prims = to_device<rpes::prim>(in.prims);
     float *d_partial = nullptr, *d_sums = nullptr;
-    CUDA_CHECK(cudaMalloc(&d_partial, bw.blocks.size() * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_partial, blocks * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&d_sums, qs.size() * sizeof(float)));
     for (long b0 = 0; b0 < blocks; b0 += rpes::grid_max) {
       compute_x<<<rpes::chunk(b0, blocks), rpes::block_size>>>(d_work, d_xyz, d_prims, d_partial, b0);
