@@ -21,11 +21,12 @@ constexpr int ty = 4;  // Parboil's block height; its width tx: 32 on a GPU (Par
 // Parboil's block2D_hybrid_coarsen_x (src/cuda/kernel.cu): a (tx, 4) block owns a 2tx x 4 column of the volume and
 // walks it along z. Parboil keeps the planes below and above in registers and stages the current plane with its halo
 // in shared memory (two barriers per plane); here each plane of the column is staged whole (b.stage: copied into
-// shared memory on a GPU, read in place on a CPU place, where the copy would only cost), four planes in a ring:
-// planes k - 1, k and k + 1 are read while plane k + 2 is staged, one barrier per plane. A plane's window holds the
-// halo where the update reads it: a tile inside the volume reads every point's neighbours (those of a boundary point
-// lie in the neighbouring row or plane of the array) and gets the boundary's values back after, which on a CPU place
-// makes the update a loop with no branch; a tile at the volume's far edge clips its windows to the volume.
+// shared memory on a GPU; read in place on a CPU place, where the copy would only cost, its rows prefetched), four
+// planes in a ring: planes k - 1, k and k + 1 are read while plane k + 2 is staged, one barrier per plane. A plane's
+// window holds the halo where the update reads it: a tile inside the volume reads every point's neighbours (those of
+// a boundary point lie in the neighbouring row or plane of the array) and gets the boundary's values back after,
+// which on a CPU place makes the update a loop with no branch; a tile at the volume's far edge clips its windows to
+// the volume.
 APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::shared_span<float> sh, const float* A0,
                                                   float* An, int nx, int ny, int nz) {
   const int tx = b.block_dim().x, cells = (2 * tx + 2) * (ty + 2);  // a staged plane: 2tx + 2 by ty + 2 at most
