@@ -87,7 +87,6 @@ int main(int argc, char** argv) {
     std::unique_ptr<rpes::work[]> work(new rpes::work[blocks]);  // not zeroed, as Parboil's malloc
     const std::vector<rpes::range> final = rpes::distribute(in.shells, qs, {work.get(), std::size_t(blocks)});
     rpes::work* d_work = to_device<rpes::work>({work.get(), std::size_t(blocks)});
-    work.reset();
     rpes::range* d_final = to_device<rpes::range>(final);
     rpes::atom4* d_xyz = to_device<rpes::atom4>(in.atoms);
     rpes::prim* d_prims = to_device<rpes::prim>(in.prims);
