@@ -271,11 +271,17 @@ TEST(Places, FilledAndGeneratedRemoteArraysAreWrittenInPlaceAtHome) {
     EXPECT_THROW(apgas::make_remote_array<int>(apgas::here(), 5000,
                                                [&](std::span<int> out) {
                                                  lost = reinterpret_cast<std::uintptr_t>(out.data());
+                                                 apgas::detail::check_live_array("test", lost, 4);  // the array itself
                                                  throw std::runtime_error("fill failed");
                                                }),
                  std::runtime_error);
     ASSERT_NE(lost, 0u);
     EXPECT_THROW(apgas::detail::check_live_array("test", lost, 1), apgas::illegal_operation_exception);
+    // A generic lambda is a generator (it compiled as one before the fill form existed).
+    auto generic =
+        apgas::make_remote_array<float>(apgas::here(), 3, [](auto i) { return static_cast<float>(i) * 2.0f; });
+    EXPECT_EQ(generic.data()[2], 4.0f);
+    apgas::free_remote_array(generic);
   });
 }
 

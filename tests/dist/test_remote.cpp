@@ -669,6 +669,7 @@ TEST(Remote, FilledAndGeneratedArraysReachEveryPlace) {
         EXPECT_EQ(i, next++);
         return static_cast<int>(i * 7 + p.id());
       });
+      EXPECT_EQ(next, n);
       std::vector<int> expect(n), back_a(n), back_g(n);
       for (std::size_t i = 0; i < n; ++i) expect[i] = static_cast<int>(i * 7 + p.id());
       apgas::finish([&] {

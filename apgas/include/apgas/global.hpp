@@ -249,11 +249,11 @@ remote_array<T> make_remote_array(place p, std::span<const T> init) {
 }
 
 /// n elements at p, written at the caller by fill(std::span<T>) over n value-initialised elements: straight into the
-/// array where p is the caller's own host place (no buffer, no copy: the array's pages are touched once), else into
-/// a buffer of the caller that is then copied to p. If fill throws, nothing is left allocated and the exception
-/// propagates.
+/// array where p is the caller's own host place (no buffer, no copy), else into a buffer of the caller that is then
+/// copied to p. If fill throws, nothing is left allocated and the exception propagates. fill names its parameter's
+/// type (std::span<T>): a generic lambda is taken for the generator form below.
 template <class T, class Fill>
-  requires(std::is_invocable_v<Fill&, std::span<T>> && !std::is_invocable_v<Fill&, std::size_t>)
+  requires(!std::is_invocable_v<Fill&, std::size_t> && std::is_invocable_v<Fill&, std::span<T>>)
 remote_array<T> make_remote_array(place p, std::size_t n, Fill fill) {
   (void)place_of(p.id());
   (void)detail::array_bytes<T>(n);  // a size past the address space: the same error on both paths

@@ -893,11 +893,12 @@ class thread_block {
   /// the copy on a CPU place. On a GPU the block's threads copy the window into `into` (which must hold its
   /// (hi.x - lo.x) * (hi.y - lo.y) elements) and the tile reads it there; on a CPU place nothing is copied and the
   /// tile reads the array itself, the processor's caches being the staging (a copy there costs a load and a store
-  /// per element: 1.2x on Parboil's stencil): the window's rows are prefetched (as prefetch() does), so a kernel that
-  /// stages a window ahead of its use has it in cache by then (Parboil's stencil, staging two planes ahead: 0.85-0.91x
-  /// the time without), except in the checking mode, which copies as a GPU does and reports a window larger than
-  /// `into`. Every element of the window must lie in the array and keep its value until the
-  /// block has read it; read the tile inside the window only. Called by the whole block, outside for_threads.
+  /// per element: 1.2x on Parboil's stencil), except in the checking mode, which copies as a GPU does and reports a
+  /// window larger than `into`. Without the checking mode a CPU place prefetches the window's rows (as prefetch()
+  /// does), so a kernel that stages a window ahead of its use has it in cache by then (Parboil's stencil, which
+  /// stages two planes ahead: 0.85-0.91x the time without the prefetch). Every element of the window must lie in the
+  /// array and keep its value until the block has read it; read the tile inside the window only. Called by the whole
+  /// block, outside for_threads.
   template <class T, std::size_t E, bool C>
   APGAS_DETAIL_HD tile<T> stage(detail::basic_shared_span<T, E, C> into, const T* origin, long row_stride, dim3 lo,
                                 dim3 hi) const {

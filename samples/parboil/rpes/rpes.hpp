@@ -281,6 +281,10 @@ inline std::vector<range> distribute(const std::vector<shell>& s, std::span<cons
     final.push_back({first, nb});
     first += nb;
   }
+  if (first != blocks.size()) {
+    throw std::length_error("rpes::distribute: " + std::to_string(blocks.size()) + " descriptors for " +
+                            std::to_string(first) + " blocks");
+  }
   return final;
 }
 
