@@ -18,8 +18,9 @@
 #      against the raw driver, and the spooler's slice-size sweep (both directions);
 #   3. samples/kmeans/kmeans_table.sh (apgas_kmeans against kmeans_native_cuda, target <= 1.05) and the k-means inner
 #      loop two points per cluster load against one (--single-point-loop);
-#   4. bench/apgas_bench_kernels and samples/parboil/parboil_table.sh, where they exist in this tree and build folder
-#      (otherwise a row says they were skipped).
+#   4. bench/apgas_bench_kernels, a traced GPU run of Parboil's mri_q, mri_fhd and sad (scripts/trace_summary.py:
+#      kernels and copies against the whole run) and samples/parboil/parboil_table.sh, where they exist in this tree
+#      and build folder (otherwise a row says they were skipped).
 # Prints one table — machine, driver, GPU, command, figure, target, result — and exits 1 if anything with a target
 # missed it or failed, else 0. On a machine without a GPU (nvidia-smi lists none) it says so and exits 0 having run
 # nothing. NVIDIA_SMI names another nvidia-smi (the test of this script uses a missing one).
@@ -236,6 +237,18 @@ if [[ -x "$kernels" ]]; then
 else
   row "apgas_bench_kernels" "not in this build ($kernels)" "—" skipped
 fi
+# Where the time of the ports furthest from native CUDA goes (mri_q, mri_fhd, sad: 1.5-2.6x on 2026-11-26 with
+# kernels whose PTX matches the native ones): one traced GPU run each at the default size, summarised.
+for b in mri_q mri_fhd sad; do
+  prog="$build/samples/parboil/$b/apgas_parboil_$b"
+  [[ -x "$prog" ]] || continue
+  trace="$build/gpu-check-trace_$b.json"
+  run_step 40 "$work/trace_$b.log" env APGAS_TRACE="$trace" "$prog" --no-check || true
+  python3 "$root/scripts/trace_summary.py" "$trace" --no-plot >> "$work/trace_$b.log" 2>&1 || true
+  cp "$work/trace_$b.log" "$build/gpu-check-trace_$b.log"
+  row "APGAS_TRACE=... apgas_parboil_$b" "$(grep -o 'time_s=[0-9.e-]*' "$work/trace_$b.log" | head -1); the split: \
+$build/gpu-check-trace_$b.log" "—" reported
+done
 parboil="$root/samples/parboil/parboil_table.sh"
 if [[ -x "$parboil" ]]; then
   # The GPU columns only (the CPU table is measured on any machine); the last step: it may use what is left.

@@ -38,7 +38,7 @@ void sgemm_nn(apgas::in_order_queue& q, slice s, int n) {
         X10CUDA_UNROLL for (int i = 0; i < 4; ++i) bs[t.x * 17 + t.y + 4 * i] = B[k0 + t.x + (t.y + 4 * i) * ldb];
       });
       blk.sync();
-      for (int i0 = 0; i0 < 16; i0 += 8) {  // 8 columns of A at a time
+      X10CUDA_UNROLL for (int i0 = 0; i0 < 16; i0 += 8) {  // 8 columns of A at a time
         blk.for_threads([&](apgas::thread_index t) {
           std::array<float, 16> r = c[t];
           X10CUDA_UNROLL for (int i = i0; i < i0 + 8; ++i) {

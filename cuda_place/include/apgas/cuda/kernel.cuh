@@ -205,14 +205,26 @@ __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_
 #define APGAS_DETAIL_CHECK_DEVICE_BODY(Body)
 #endif
 
+// The body and the descriptor are read where the launch put them (__grid_constant__: CUDA 11.7 on, sm_70 on, which
+// every architecture CUDA 13 supports is): a body that takes the address of one of its captures (indexes a captured
+// array by a run-time value, passes a capture by reference to a function not inlined) reads it there; without the
+// annotation the compiler copies the whole closure into each thread's local memory first (ptxas: a stack frame as
+// large as the closure). The parameters' layout is the same either way. scripts/kernel-resources.sh shows the stack
+// frame of every sample kernel.
+#if CUDART_VERSION >= 11070 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700)
+#define APGAS_DETAIL_GRID_CONSTANT __grid_constant__
+#else
+#define APGAS_DETAIL_GRID_CONSTANT
+#endif
 template <body_kind Kind, class Body, class... R>
-__global__ void entry_direct(Body body, dev_desc<R...> d) {
+__global__ void entry_direct(const APGAS_DETAIL_GRID_CONSTANT Body body,
+                             const APGAS_DETAIL_GRID_CONSTANT dev_desc<R...> d) {
   APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Kind>(body, d, std::index_sequence_for<R...>{});
 }
 
 template <body_kind Kind, class Body, class... R>
-__global__ void entry_spilled(const Body* body, dev_desc<R...> d) {
+__global__ void entry_spilled(const Body* body, const APGAS_DETAIL_GRID_CONSTANT dev_desc<R...> d) {
   APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Kind>(*body, d, std::index_sequence_for<R...>{});
 }
@@ -220,17 +232,21 @@ __global__ void entry_spilled(const Body* body, dev_desc<R...> d) {
 // The same with CUDA's __launch_bounds__ (launch_bounds<MaxThreads, MinBlocks>(...)): the compiler budgets registers
 // so that MaxThreads threads per block (and MinBlocks blocks per SM) fit.
 template <int MaxThreads, int MinBlocks, body_kind Kind, class Body, class... R>
-__global__ void __launch_bounds__(MaxThreads, MinBlocks) entry_direct_bounded(Body body, dev_desc<R...> d) {
+__global__ void __launch_bounds__(MaxThreads, MinBlocks)
+    entry_direct_bounded(const APGAS_DETAIL_GRID_CONSTANT Body body,
+                         const APGAS_DETAIL_GRID_CONSTANT dev_desc<R...> d) {
   APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Kind>(body, d, std::index_sequence_for<R...>{});
 }
 
 template <int MaxThreads, int MinBlocks, body_kind Kind, class Body, class... R>
-__global__ void __launch_bounds__(MaxThreads, MinBlocks) entry_spilled_bounded(const Body* body, dev_desc<R...> d) {
+__global__ void __launch_bounds__(MaxThreads, MinBlocks)
+    entry_spilled_bounded(const Body* body, const APGAS_DETAIL_GRID_CONSTANT dev_desc<R...> d) {
   APGAS_DETAIL_CHECK_DEVICE_BODY(Body);
   run_block<Kind>(*body, d, std::index_sequence_for<R...>{});
 }
 #undef APGAS_DETAIL_CHECK_DEVICE_BODY
+#undef APGAS_DETAIL_GRID_CONSTANT
 
 /// Bytes of kernel parameters a launch may pass; a body and descriptor larger than this go by pointer. 32764 since
 /// CUDA 12.1 on Volta and newer (every GPU CUDA 13 supports); 4096 before.
