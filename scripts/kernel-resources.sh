@@ -4,24 +4,25 @@
 #   scripts/kernel-resources.sh [-a ARCH] [--only "cp sgemm ..."]
 #
 # Compiles each samples/parboil and samples/x10cuda program <b>.cpp (apgas kernel closures) and <b>_native.cu with
-# the flags the build gives them (-O3, --use_fast_math where the sample's CMakeLists.txt says so) for ARCH (default
-# sm_90) and prints one row per kernel entry: registers, stack frame (local memory), spilled bytes, static shared
-# memory and barriers, as ptxas reports them. A kernel closure's dynamic shared memory is not static: its column stays
-# empty. Use it after changing a kernel: a stack frame or spills where the native kernel has none, or many more
-# registers, is a slower GPU kernel found without a GPU. Needs nvcc (CUDA_HOME or /usr/local/cuda) and c++filt.
+# the flags the build gives them (-O3; --use_fast_math or -fmad=false where the sample's CMakeLists.txt asks) for
+# ARCH (default sm_90) and prints one row per kernel entry: registers, stack frame (local memory), spilled bytes,
+# static shared memory and barriers, as ptxas reports them. A kernel closure's shared arrays are dynamic shared
+# memory, not counted there (only what the library declares statically, e.g. a block reduce's scratch). Use it after changing a kernel: a stack frame or spills where the native kernel has none, or many more
+# registers, is a slower GPU kernel found without a GPU. Needs nvcc (NVCC, else CUDA_HOME/bin/nvcc, else
+# /usr/local/cuda/bin/nvcc), c++filt and python3.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 arch=sm_90
 only=""
 while [[ $# -gt 0 ]]; do
   case $1 in
-    -a) arch=$2; shift 2 ;;
-    --only) only=$2; shift 2 ;;
+    -a) [[ $# -ge 2 ]] || { echo "usage: $0 [-a ARCH] [--only \"names\"]" >&2; exit 2; }; arch=$2; shift 2 ;;
+    --only) [[ $# -ge 2 ]] || { echo "usage: $0 [-a ARCH] [--only \"names\"]" >&2; exit 2; }; only=$2; shift 2 ;;
     *) echo "usage: $0 [-a ARCH] [--only \"names\"]" >&2; exit 2 ;;
   esac
 done
-nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
-[[ -x $nvcc ]] || { echo "kernel-resources.sh: no nvcc at $nvcc (set CUDA_HOME)" >&2; exit 2; }
+nvcc=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}
+[[ -x $nvcc ]] || { echo "kernel-resources.sh: no nvcc at $nvcc (set NVCC or CUDA_HOME)" >&2; exit 2; }
 inc=()
 for d in samples/parboil/common samples/parboil/mri_common samples/x10cuda/common apgas/include serialization/include \
          transport/include cuda_place/include; do inc+=("-I$root/$d"); done
@@ -33,8 +34,11 @@ for dir in "$root"/samples/parboil/*/ "$root"/samples/x10cuda/*/; do
   b=$(basename "$dir")
   [[ -f $dir/$b.cpp && -f $dir/${b}_native.cu ]] || continue
   [[ -z $only || " $only " == *" $b "* ]] || continue
+  # The options of the folder's parboil_programs(<b> [FAST_MATH]) or x10cuda_programs(<b> [EXACT]) call.
+  call=$(grep -E '^(parboil|x10cuda)_programs\(' "$dir/CMakeLists.txt" || true)
   fast=()
-  grep -q 'FAST_MATH' "$dir/CMakeLists.txt" && fast=(--use_fast_math)  # parboil_programs(<b> FAST_MATH)
+  [[ $call == *FAST_MATH* ]] && fast+=(--use_fast_math)
+  [[ $call == *EXACT* ]] && fast+=(-fmad=false)
   for src in "$dir/$b.cpp" "$dir/${b}_native.cu"; do
     "$nvcc" "${inc[@]}" -O3 -DNDEBUG -arch="$arch" -std=c++20 --extended-lambda --expt-relaxed-constexpr \
       "${fast[@]}" -Xptxas -v -x cu -c "$src" -o "$out/k.o" > "$out/log" 2>&1 || { cat "$out/log" >&2; exit 1; }
@@ -42,12 +46,16 @@ for dir in "$root"/samples/parboil/*/ "$root"/samples/x10cuda/*/; do
 import re, subprocess, sys
 sample, file, log = sys.argv[1:]
 name = frame = None
+own = False  # whether the figures that follow are the entry's own (not those of a function it calls)
 for line in open(log):
     if m := re.search(r"Compiling entry function '([^']+)'", line):
-        name = subprocess.run(["c++filt", m[1]], capture_output=True, text=True).stdout.strip()
-    elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
-        frame = m.groups()
-    elif name and (m := re.search(r"Used (\d+) registers, used (\d+) barriers(?:, (\d+) bytes smem)?", line)):
+        mangled, frame = m[1], None
+        name = subprocess.run(["c++filt", mangled], capture_output=True, text=True).stdout.strip()
+    elif m := re.search(r"Function properties for (\S+)", line):
+        own = name is not None and m[1] == mangled
+    elif own and (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)):
+        frame, own = m.groups(), False
+    elif name and frame and (m := re.search(r"Used (\d+) registers, used (\d+) barriers(?:, (\d+) bytes smem)?", line)):
         if "start_compute_places" in name:  # parboil::start_compute_places' empty warm-up kernel
             name = None
             continue

@@ -1,6 +1,7 @@
 // Kernel closures (cuda_kernel) executed on a CPU place.
 #include "support/run.hpp"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -148,6 +149,31 @@ TEST_P(KernelCpu, ConstantAndGlobalResources) {
                                    }
                                  }));
     for (long i = 0; i < 1000; ++i) EXPECT_EQ(out[static_cast<std::size_t>(i)], (i % 256) * (i + 1));
+  });
+}
+
+// A global_from buffer belongs to one launch, as on a GPU (a fresh upload each time): a closure launched twice, in
+// turn or at once, starts from the host data each time and never sees another launch's writes.
+TEST_P(KernelCpu, EachLaunchHasItsOwnGlobalBuffer) {
+  run_on(GetParam(), [] {
+    const std::vector<int> start{5};
+    std::array<int, 4> seen{};
+    int* s = seen.data();
+    const auto k = [&](int slot) {
+      return apgas::cuda_kernel(apgas::grid{1, 1}, apgas::global_from(std::span<const int>(start)),
+                                [=](apgas::thread, std::span<int> g) { s[slot] = ++g[0]; });
+    };
+    const auto twice = k(0);
+    apgas::at(apgas::here(), twice);
+    apgas::at(apgas::here(), twice);  // the same closure again
+    apgas::finish([&] {
+      const auto at_once = k(2);
+      apgas::async_at(apgas::here(), at_once);
+      apgas::async_at(apgas::here(), at_once);
+    });
+    EXPECT_EQ(seen[0], 6);
+    EXPECT_EQ(seen[2], 6);
+    EXPECT_EQ(start[0], 5);  // the host data is not written either
   });
 }
 

@@ -2,7 +2,7 @@
 #pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file apgas.hpp
 /// The whole public API of apgas: places, activities, finish, at, atomic/when, clocks, start-up.
-/// See docs/architecture.md for how the pieces fit and shared design notes for the model.
+/// See docs/architecture.md for how the pieces fit and docs/decisions/ for why they are so.
 
 #include <apgas/activity.hpp>
 #include <apgas/atomic.hpp>

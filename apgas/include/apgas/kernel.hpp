@@ -31,11 +31,12 @@
 ///   - shared_uninit<T>(n), shared_uninit<T, N>() -> the same, not filled (the kernel fills it itself);
 ///   - shared_from(span)                   -> shared_span<T>: a per-block array filled from host data;
 ///   - constant_from(span)                 -> std::span<const T>: read-only data for all blocks (at most 64 KiB);
-///   - global_from(span)                   -> std::span<T>: one buffer for the launch, filled from host data and
-///                                            freed after it (writes are discarded).
+///   - global_from(span)                   -> std::span<T>: one buffer per launch, filled from host data and
+///                                            freed after it (writes are discarded; each launch of the closure
+///                                            starts from the host data).
 /// The host data is copied when the kernel is sent: later changes to it do not affect the launch. A shared_span
-/// parameter may be declared std::span<T> (it converts), but only shared_span accesses are watched by the checking
-/// mode.
+/// parameter may be declared std::span<T> (std::span<T, N> for a compile-time size N; it converts), but only
+/// shared_span accesses are watched by the checking mode.
 ///
 /// On a CPU place, blocking apgas operations (async, finish, at, when, atomic, clock operations) inside a body throw
 /// illegal_operation_exception, as they cannot exist on a GPU. An exception that leaves a body ends that thread's
@@ -283,7 +284,8 @@ auto make_kernel(Grid g, Tuple&& args, std::index_sequence<I...>) {
   static_assert(K::clocked || K::plain || K::block_level,
                 "apgas::cuda_kernel: the body must take (apgas::thread, apgas::clocked_thread or apgas::thread_block, "
                 "then one parameter per resource, in order: apgas::shared_span<T> (or std::span<T>) for shared, "
-                "shared_uninit and shared_from, std::span<const T> for constant_from, std::span<T> for global_from)");
+                "shared_uninit and shared_from, apgas::shared_span<T, N> (or std::span<T, N>) for shared<T, N> and "
+                "shared_uninit<T, N>, std::span<const T> for constant_from, std::span<T> for global_from)");
   return K{g, {std::get<I>(std::forward<Tuple>(args))...}, std::get<last>(std::forward<Tuple>(args))};
 }
 }  // namespace detail

@@ -8,7 +8,7 @@
 /// @code
 ///   apgas::atomic_add(histogram[bin], 1u);              // CUDA: atomicAdd(&histogram[bin], 1u)
 ///   apgas::atomic_add(shared_hist, bin, 1u);            // the same on a shared_span (no lock on a CPU place)
-///   float old = apgas::atomic_max(best[i], candidate);  // integer types on a GPU; see below for floating point
+///   int old = apgas::atomic_max(best[i], candidate);    // CUDA: atomicMax (integer types only, as CUDA's)
 /// @endcode
 /// Types: add and sub take int, unsigned, long long, unsigned long long, float and double; min, max, and, or, xor
 /// take the integer types (CUDA has no floating-point atomicMin/Max); exchange and compare_exchange take 4- and 8-byte

@@ -494,7 +494,8 @@ class basic_shared_span {
 /// checking mode of CPU places watches — an index outside the array, and two threads of a block touching one element
 /// between two barriers while its value changes (a data race on a GPU) — in translation units built with
 /// APGAS_KERNEL_CHECKS=1 (the default without NDEBUG). Declare the body's parameter as apgas::shared_span<T> (or
-/// auto) to be checked; a std::span<T> parameter works too, unchecked.
+/// auto) to be checked; a std::span<T> parameter (std::span<T, N> for an array of compile-time size N) works too,
+/// unchecked.
 template <class T, std::size_t Extent = std::dynamic_extent>
 using shared_span = detail::basic_shared_span<T, Extent, APGAS_KERNEL_CHECKS != 0>;
 

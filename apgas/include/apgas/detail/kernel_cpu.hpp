@@ -124,11 +124,20 @@ template <class T>
 struct block_storage<global_copy<T>> {
   explicit block_storage(const global_copy<T>&) {}
   void begin_block(const global_copy<T>&) {}
-  // One writable buffer for the whole launch on the device; on a CPU place the launch record owns it.
+  // One writable buffer for the whole launch, as on a GPU: the launch record's own copy (own_buffer below).
   std::span<T> param(const global_copy<T>& r, void*, int) {
     return std::span<T>(const_cast<T*>(r.data->data()), r.data->size());
   }
 };
+
+/// A launch's global_from buffer is its own, filled from the host data, as a GPU launch uploads a fresh one: the
+/// body writes into it, so two launches of one kernel closure (in turn or at once) must not share it.
+template <class R>
+void own_buffer(R&) {}
+template <class T>
+void own_buffer(global_copy<T>& r) {
+  r.data = std::make_shared<std::vector<T>>(*r.data);
+}
 
 /// Shared memory one block of a launch uses for resource r.
 template <class T, std::size_t N, bool Fill>
@@ -220,7 +229,9 @@ std::shared_ptr<cpu_launch<K>> prepare_kernel_cpu(const K& k) {
   info.kernel = type_name<decltype(k.body)>();
   std::apply([&](const auto&... r) { ((info.shared_bytes += shared_bytes(r)), ...); }, k.resources);
   cpu_prepare(info, traits::explicit_grid(k.shape));
-  return std::make_shared<cpu_launch<K>>(cpu_launch<K>{k, info});
+  auto launch = std::make_shared<cpu_launch<K>>(cpu_launch<K>{k, info});
+  std::apply([](auto&... r) { (own_buffer(r), ...); }, launch->k.resources);
+  return launch;
 }
 
 /// Start a prepared launch: tasks over the blocks, governed by the caller's innermost finish.

@@ -209,8 +209,9 @@ __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_
 // every architecture CUDA 13 supports is): a body that takes the address of one of its captures (indexes a captured
 // array by a run-time value, passes a capture by reference to a function not inlined) reads it there; without the
 // annotation the compiler copies the whole closure into each thread's local memory first (ptxas: a stack frame as
-// large as the closure). The parameters' layout is the same either way. scripts/kernel-resources.sh shows the stack
-// frame of every sample kernel.
+// large as the closure). The parameters' layout is the same either way. Writing such a parameter is undefined (CUDA's
+// rule), a mutable capture included: run_block gets them const. scripts/kernel-resources.sh shows the stack frame of
+// every sample kernel.
 #if CUDART_VERSION >= 11070 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700)
 #define APGAS_DETAIL_GRID_CONSTANT __grid_constant__
 #else
