@@ -729,16 +729,35 @@ void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align) {
       b.arena_chunks.push_back(std::make_unique<unsigned char[]>(cpu_block::chunk_bytes + 64));
       b.arena_used = 0;
     }
-    unsigned char* base = b.arena_chunks[b.arena_chunk].get();
-    const auto addr = reinterpret_cast<std::uintptr_t>(base) + b.arena_used;
+    // A chunk is used from its first 64-byte boundary on: chunk_bytes from there.
+    const auto base = (reinterpret_cast<std::uintptr_t>(b.arena_chunks[b.arena_chunk].get()) + 63) / 64 * 64;
+    const auto addr = base + b.arena_used;
     const std::size_t pad = (align - addr % align) % align;
     if (b.arena_used + pad + bytes <= cpu_block::chunk_bytes) {
       b.arena_used += pad + bytes;
       return reinterpret_cast<void*>(addr + pad);
     }
+    if (b.arena_used == 0) {  // not even in a fresh chunk (an alignment above 64 bytes): it never will be
+      throw kernel_launch_error(2 /* CUDA_ERROR_OUT_OF_MEMORY */,
+                                "apgas::thread_block: " + std::to_string(bytes) + " bytes of per-block scratch aligned "
+                                "to " + std::to_string(align) + " bytes asked for; at most " +
+                                std::to_string(cpu_block::chunk_bytes) + " at once, " +
+                                std::to_string(cpu_block::chunk_bytes - pad) + " at that alignment");
+    }
     b.arena_chunk += 1;
     b.arena_used = 0;
   }
+}
+
+cpu_arena_mark cpu_block_mark(void* block) noexcept {
+  const cpu_block& b = *static_cast<cpu_block*>(block);
+  return {b.arena_chunk, b.arena_used};
+}
+
+void cpu_block_release(void* block, cpu_arena_mark m) noexcept {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  b.arena_chunk = m.chunk;
+  b.arena_used = m.used;
 }
 
 void cpu_block_sync(void* block) {

@@ -295,4 +295,47 @@ TEST(KernelCheck, WithoutCheckingAnEndedThreadLeavesTheBarrier) {
   }, false);
 }
 
+// Without checking, a clocked scan with a thread that has ended: the others scan over the threads still there, in
+// thread order (the ended one's slot is neither read nor counted; it used to be read, and crash).
+TEST(KernelCheck, WithoutCheckingAScanSkipsAnEndedThread) {
+  checking([] {
+    std::vector<int> incl(4, -1), excl(4, -1);
+    int* pi = incl.data();
+    int* pe = excl.data();
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 4}, [=](apgas::clocked_thread t) {
+      const int me = t.thread();
+      if (me == 0 || me == 2) return;
+      pi[me] = t.inclusive_scan(10 * me, apgas::plus{});
+      pe[me] = t.exclusive_scan(10 * me, 5, apgas::plus{});
+    }));
+    EXPECT_EQ(incl, (std::vector<int>{-1, 10, -1, 40}));
+    EXPECT_EQ(excl, (std::vector<int>{-1, 5, -1, 15}));
+  }, false);
+}
+
+// Block-level collectives hold a barrier on a GPU (__syncthreads inside reduce, count, all, any, the scans and
+// single): what threads wrote before one and read after it is no race, and the checking mode says nothing.
+TEST(KernelCheck, BlockCollectivesAreBarriers) {
+  checking([] {
+    std::vector<int> out(32, 0);
+    int* o = out.data();
+    const auto after = [&](auto collective) {
+      return reports(apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<int>(32),
+                                        [=](apgas::thread_block b, apgas::shared_span<int> s) {
+        b.for_threads([&](apgas::thread_index t) { s[static_cast<std::size_t>(t.linear)] = t.linear + 1; });
+        collective(b);
+        b.for_threads([&](apgas::thread_index t) { o[t.linear] = s[static_cast<std::size_t>((t.linear + 1) % 32)]; });
+      }));
+    };
+    EXPECT_TRUE(after([](apgas::thread_block b) { (void)b.reduce([](apgas::thread_index) { return 1; }, apgas::plus{}); }).empty());
+    EXPECT_TRUE(after([](apgas::thread_block b) { (void)b.count([](apgas::thread_index) { return true; }); }).empty());
+    EXPECT_TRUE(after([](apgas::thread_block b) { (void)b.any([](apgas::thread_index) { return false; }); }).empty());
+    EXPECT_TRUE(after([](apgas::thread_block b) {
+      (void)b.inclusive_scan([](apgas::thread_index) { return 1; }, apgas::plus{});
+    }).empty());
+    EXPECT_TRUE(after([](apgas::thread_block b) { b.single([] {}); }).empty());
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(out[static_cast<std::size_t>(i)], (i + 1) % 32 + 1);
+  });
+}
+
 }  // namespace

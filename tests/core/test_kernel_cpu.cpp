@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 using apgas_test::run_on;
@@ -174,6 +175,64 @@ TEST_P(KernelCpu, EachLaunchHasItsOwnGlobalBuffer) {
     EXPECT_EQ(seen[0], 6);
     EXPECT_EQ(seen[2], 6);
     EXPECT_EQ(start[0], 5);  // the host data is not written either
+  });
+}
+
+// A block-level reduce gives its working space back: a block that reduces in a loop takes no more scratch than one
+// that reduces once (the next per_thread array lies right after the one made before the loop).
+TEST_P(KernelCpu, BlockReduceInALoopKeepsItsScratch) {
+  run_on(GetParam(), [] {
+    std::ptrdiff_t gap = -1;
+    float last = 0;
+    std::ptrdiff_t* g = &gap;
+    float* l = &last;
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 256}, [=](apgas::thread_block b) {
+      auto before = b.per_thread<float>(1.0f);
+      float x = 0;
+      for (int i = 0; i < 2000; ++i) {
+        x = b.reduce([&](apgas::thread_index t) { return before[t] + static_cast<float>(i); }, apgas::maximum{});
+      }
+      auto after = b.per_thread<float>();
+      *g = after.data() - before.data();
+      *l = x;
+    }));
+    EXPECT_EQ(gap, 256);
+    EXPECT_EQ(last, 2000.0f);
+  });
+}
+
+// Per-block scratch of exactly the limit, of a type aligned to 64 bytes, fits (chunks start on a 64-byte boundary);
+// one aligned to more than a fresh chunk can give is refused, naming the size and the alignment (it used to allocate
+// chunks without end).
+TEST(KernelCpu, PerBlockScratchAtTheLimitFitsAndBeyondIsRefused) {
+  run_on(2, [] {
+    struct alignas(64) line {
+      float v[64];
+    };
+    int ok = 0;
+    int* p = &ok;
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 1024}, [=](apgas::thread_block b) {
+      auto a = b.per_thread<line>();  // 1024 x 256 bytes: 256 KiB
+      b.for_threads([&](apgas::thread_index t) { a[t].v[0] = 1.0f; });
+      b.single([&] { *p = static_cast<int>(a[apgas::thread_index{1023, 0, 0, 1023}].v[0]); });
+    }));
+    EXPECT_EQ(ok, 1);
+    struct alignas(128) wide {
+      float v[64];
+    };
+    try {
+      apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 1024}, [=](apgas::thread_block b) {
+        auto c = b.per_thread<wide>();
+        (void)c;
+      }));
+      ADD_FAILURE() << "256 KiB aligned to 128 bytes was not refused";
+    } catch (const apgas::multiple_exceptions& m) {
+      const auto errors = m.of_type<apgas::kernel_launch_error>();
+      ASSERT_EQ(errors.size(), 1u);
+      ASSERT_EQ(m.size(), 1u);
+      const std::string what = errors.front()->what();
+      EXPECT_NE(what.find("262144 bytes of per-block scratch aligned to 128 bytes"), std::string::npos) << what;
+    }
   });
 }
 

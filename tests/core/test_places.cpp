@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <new>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -101,6 +102,51 @@ TEST(Places, ActivitiesAtInvalidPlacesThrow) {
     EXPECT_EQ(ran.load(), 0);
     EXPECT_THROW((void)apgas::at(apgas::place(-3), [] { return 1; }), apgas::bad_place_exception);
     EXPECT_THROW((void)apgas::at(apgas::place(INT_MAX), [] { return 1; }), apgas::bad_place_exception);
+  });
+}
+
+// A copy whose array names no place of the run (a token forged, or kept from another run) is refused before
+// anything is counted or sent: an exception naming the id, no hang, no stray write.
+TEST(Places, CopiesWithAnArrayOfNoPlaceAreRefused) {
+  run_on(2, [] {
+    std::vector<int> v(10, 0);
+    for (const int home : {-1, 1, 7, 100000000}) {
+      const auto bad = apgas::remote_array<int>::from_token(home, 0x1000, 10);
+      auto good = apgas::make_remote_array<int>(apgas::here(), 10);
+      const auto names_it = [&](const apgas::bad_place_exception& e) {
+        return std::string(e.what()).find("place " + std::to_string(home) + ", is no place of this run") !=
+               std::string::npos;
+      };
+      try {
+        apgas::async_copy(bad, 0, std::span<int>(v));
+        ADD_FAILURE() << "get from place " << home;
+      } catch (const apgas::bad_place_exception& e) {
+        EXPECT_TRUE(names_it(e)) << e.what();
+      }
+      try {
+        apgas::async_copy(std::span<const int>(v), bad, 0);
+        ADD_FAILURE() << "put to place " << home;
+      } catch (const apgas::bad_place_exception& e) {
+        EXPECT_TRUE(names_it(e)) << e.what();
+      }
+      EXPECT_THROW(apgas::async_copy(good, 0, bad, 0, 10), apgas::bad_place_exception);
+      EXPECT_THROW(apgas::async_copy(bad, 0, good, 0, 10), apgas::bad_place_exception);
+      apgas::free_remote_array(good);
+    }
+  });
+}
+
+// A copy within one array at a host place may overlap, both ways (a halo shifted in place).
+TEST(Places, ACopyWithinOneArrayMayOverlap) {
+  run_on(2, [] {
+    constexpr std::size_t n = 1000;
+    auto a = apgas::make_remote_array<int>(apgas::here(), n, [](std::size_t i) { return static_cast<int>(i); });
+    apgas::finish([&] { apgas::async_copy(a, 0, a, 1, n - 1); });  // up by one
+    EXPECT_EQ(a.data()[0], 0);
+    for (std::size_t i = 1; i < n; ++i) ASSERT_EQ(a.data()[i], static_cast<int>(i - 1)) << i;
+    apgas::finish([&] { apgas::async_copy(a, 1, a, 0, n - 1); });  // and back down
+    for (std::size_t i = 0; i + 1 < n; ++i) ASSERT_EQ(a.data()[i], static_cast<int>(i)) << i;
+    apgas::free_remote_array(a);
   });
 }
 

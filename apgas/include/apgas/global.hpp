@@ -186,6 +186,15 @@ void check_range(const char* what, std::size_t off, std::size_t n, std::size_t s
     throw bad_place_exception(std::string(what) + ": " + range + " are outside the array of " + std::to_string(size));
   }
 }
+/// The home of an array an operation was given must be a place of this run (a token forged, or kept from another
+/// run, is refused before anything is counted or sent).
+inline void check_home(const char* what, place p) {
+  const std::size_t n = all_places().size();
+  if (p.id() < 0 || static_cast<std::size_t>(p.id()) >= n) {
+    throw bad_place_exception(std::string(what) + ": the array's home, place " + std::to_string(p.id()) +
+                              ", is no place of this run (ids 0.." + std::to_string(n - 1) + ")");
+  }
+}
 /// n zero-filled elements at p: host memory at a host place, device memory at a GPU place (allocated by its host).
 template <class T>
 std::uintptr_t alloc_array(place p, std::size_t n) {
@@ -199,7 +208,8 @@ std::uintptr_t alloc_array(place p, std::size_t n) {
 }
 }  // namespace detail
 
-/// n zero-filled elements at p (a host place or a GPU place).
+/// n zero-filled elements at p (a host place or a GPU place); at a host place a T that is not trivially
+/// default-constructible is value-initialised instead (its default member initialisers apply).
 template <class T>
 remote_array<T> make_remote_array(place p, std::size_t n) {
   return remote_array<T>::from_token(p.id(), detail::alloc_array<T>(p, n), n);
@@ -314,6 +324,7 @@ void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off
   detail::check_range<T>("apgas::async_copy", dst_off, src.size(), dst.size());
   if (src.empty()) return;
   const place home = dst.home();
+  detail::check_home("apgas::async_copy", home);
   const std::uintptr_t to = dst.token() + dst_off * sizeof(T);
   if (home.is_cuda()) {
     if (detail::is_here(home.parent())) {
@@ -332,7 +343,7 @@ void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off
   }
   if (home == here()) {
     detail::check_live_array("apgas::async_copy", to, src.size_bytes());
-    std::memcpy(reinterpret_cast<T*>(to), src.data(), src.size_bytes());
+    std::memmove(reinterpret_cast<T*>(to), src.data(), src.size_bytes());  // (from the same array: may overlap)
     return;
   }
   detail::put_bytes(home, to, std::as_bytes(src));
@@ -345,6 +356,7 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
   detail::check_range<T>("apgas::async_copy", src_off, dst.size(), src.size());
   if (dst.empty()) return;
   const place home = src.home();
+  detail::check_home("apgas::async_copy", home);
   const std::uintptr_t from = src.token() + src_off * sizeof(T);
   if (home.is_cuda()) {
     if (detail::is_here(home.parent())) {
@@ -369,7 +381,7 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
   }
   if (home == here()) {
     detail::check_live_array("apgas::async_copy", from, dst.size_bytes());
-    std::memcpy(dst.data(), reinterpret_cast<const T*>(from), dst.size_bytes());
+    std::memmove(dst.data(), reinterpret_cast<const T*>(from), dst.size_bytes());
     return;
   }
   detail::get_bytes(home, from, std::as_writable_bytes(dst));
@@ -377,7 +389,8 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
 
 /// Copy n elements between two arrays (any places); counted by the enclosing finish. Runs at src's host: GPU to
 /// GPU of one host is a peer copy (staged by the driver where peer access is impossible); anything else goes
-/// through host memory there.
+/// through host memory there. Within one array at a host place the two ranges may overlap (as memmove: a halo
+/// shifted in place); within one array at a GPU place they must not (the driver's copies leave that undefined).
 template <class T>
 void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, std::size_t dst_off, std::size_t n) {
   detail::check_range<T>("apgas::async_copy", src_off, n, src.size());
@@ -385,6 +398,8 @@ void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, s
   if (n == 0) return;
   const place src_home = src.home();
   const place dst_home = dst.home();
+  detail::check_home("apgas::async_copy", src_home);
+  detail::check_home("apgas::async_copy", dst_home);
   if (!detail::is_here(src_home.parent())) {
     async_at(src_home.parent(), [src, src_off, dst, dst_off, n] { async_copy(src, src_off, dst, dst_off, n); });
     return;

@@ -184,6 +184,13 @@ void* cpu_warp_slot(void* self, std::size_t bytes) noexcept;
 const void* cpu_warp_slot_of(void* self, int lane) noexcept;
 /// Block-level bodies on a CPU place: per-block scratch memory (valid until the block ends) and the checking hooks.
 void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align);
+/// Where the scratch stands, and a return there: what was allocated after the mark is given back (a collective's
+/// working space, so that one called in a loop takes no more memory than one called once).
+struct cpu_arena_mark {
+  std::size_t chunk, used;
+};
+cpu_arena_mark cpu_block_mark(void* block) noexcept;
+void cpu_block_release(void* block, cpu_arena_mark m) noexcept;
 void cpu_block_sync(void* block);
 /// The first member of the CPU runtime's block state, read inline by block-level bodies so that for_threads and sync
 /// make no call unless the checking mode is on (a call the compiler cannot see into would make it reload everything).
@@ -408,6 +415,34 @@ void combine_reduce(void* slots, const bool* present, int n, void* result, const
   for (int i = 0; i < n; ++i) p[i] = present[i];
   T* v = static_cast<T*>(slots);
   if (tree_reduce(v, p, n, *static_cast<const Op*>(op))) std::memcpy(result, v, sizeof(T));
+}
+
+/// A clocked scan's combine: over the threads present at the barrier (an ended thread no longer takes part), in
+/// thread order; every present slot gets its thread's result (its inclusive value, or for an exclusive scan init
+/// combined with the inclusive value of the nearest present thread before it, init for the first).
+template <class T, class Op>
+struct scan_args {
+  const Op* op;
+  const T* init;
+  bool exclusive;
+};
+template <class T, class Op>
+void combine_scan(void* slots, const bool* present, int n, void*, const void* a) {
+  const auto& args = *static_cast<const scan_args<T, Op>*>(a);
+  T* v = static_cast<T*>(slots);
+  int at[1024];  // at[k]: the k-th present thread (at[k] >= k: the values move down, then back up)
+  int m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (present[i]) {
+      if (m != i) std::memcpy(static_cast<void*>(v + m), v + i, sizeof(T));
+      at[m++] = i;
+    }
+  }
+  tree_scan(v, m, *args.op);
+  for (int k = m - 1; k >= 0; --k) {
+    const T r = !args.exclusive ? v[k] : k > 0 ? (*args.op)(*args.init, v[k - 1]) : *args.init;
+    std::memcpy(static_cast<void*>(v + at[k]), &r, sizeof(T));
+  }
 }
 
 }  // namespace detail
@@ -753,21 +788,11 @@ class clocked_thread : public thread_handle {
   template <class T, class Op>
   T cpu_scan(const T& v, const Op& op, bool exclusive, const T& init) const {
     std::memcpy(detail::cpu_block_slot(cpu_, sizeof(T)), &v, sizeof(T));
-    (void)detail::cpu_barrier(
-        cpu_, 0,
-        [](void* slots, const bool*, int n, void*, const void* o) {
-          detail::tree_scan(static_cast<T*>(slots), n, *static_cast<const Op*>(o));
-        },
-        &op);
-    const int me = thread();
-    T r;
-    if (!exclusive) {
-      std::memcpy(&r, detail::cpu_block_slot_of(cpu_, me), sizeof(T));
-      return r;
-    }
-    if (me == 0) return init;
-    std::memcpy(&r, detail::cpu_block_slot_of(cpu_, me - 1), sizeof(T));
-    return op(init, r);
+    const detail::scan_args<T, Op> args{&op, &init, exclusive};
+    (void)detail::cpu_barrier(cpu_, 0, &detail::combine_scan<T, Op>, &args);
+    T r;  // the combine wrote this thread's result into its own slot
+    std::memcpy(&r, detail::cpu_block_slot_of(cpu_, thread()), sizeof(T));
+    return r;
   }
 #endif
   void* cpu_;
@@ -983,6 +1008,16 @@ class thread_block {
       return detail::gpu_block_broadcast(v, 0);
     }
 #else
+    if (!detail::cpu_block_checking(cpu_)) return f();
+    // Checking mode: f runs as thread 0, and a barrier follows, as on a GPU.
+    struct as_thread_0 {
+      void* b;
+      explicit as_thread_0(void* block) : b(block) { detail::cpu_block_set_thread(b, 0); }
+      ~as_thread_0() {
+        detail::cpu_block_set_thread(b, -1);
+        detail::cpu_block_sync(b);
+      }
+    } scope(cpu_);
     return f();
 #endif
   }
@@ -997,9 +1032,13 @@ class thread_block {
                                     op);
 #else
     const int n = threads();
+    const detail::cpu_arena_mark mark = detail::cpu_block_mark(cpu_);  // the values' space, given back after
     T* v = static_cast<T*>(detail::cpu_block_alloc(cpu_, sizeof(T) * static_cast<std::size_t>(n), alignof(T)));
     for_threads([&](thread_index t) { v[t.linear] = f(t); });
-    return detail::tree_reduce_all(v, n, op);
+    const T r = detail::tree_reduce_all(v, n, op);
+    detail::cpu_block_release(cpu_, mark);
+    collective_barrier();
+    return r;
 #endif
   }
   /// How many threads' f(t) are true / whether all / any are (__syncthreads_count / _and / _or; a barrier on a GPU).
@@ -1010,6 +1049,7 @@ class thread_block {
 #else
     int c = 0;
     for_threads([&](thread_index t) { c += f(t) ? 1 : 0; });
+    collective_barrier();
     return c;
 #endif
   }
@@ -1042,6 +1082,7 @@ class thread_block {
 #else
     T* v = scan_values(f);
     detail::tree_scan(v, threads(), op);
+    collective_barrier();
     return detail::per_thread_cpu<T>(v);
 #endif
   }
@@ -1058,6 +1099,7 @@ class thread_block {
     detail::tree_scan(v, threads(), op);
     for (int i = threads() - 1; i > 0; --i) v[i] = op(init, v[i - 1]);
     v[0] = init;
+    collective_barrier();
     return detail::per_thread_cpu<T>(v);
 #endif
   }
@@ -1107,6 +1149,11 @@ class thread_block {
         for (; x < hi.x; ++x) f(thread_index{x, y, z, row + x});
       }
     }
+  }
+  // A collective's barrier, for the checking mode (on a GPU reduce, count, all, any and the scans hold
+  // __syncthreads()): accesses before it and after it are not a race.
+  void collective_barrier() const {
+    if (detail::cpu_block_checking(cpu_)) detail::cpu_block_sync(cpu_);
   }
   template <class T = void, class F>
   auto* scan_values(F& f) const {
