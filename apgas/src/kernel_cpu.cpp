@@ -719,10 +719,14 @@ extern "C" kernel_context* apgas_detail_kernel_barrier_next(void* self, long kin
 void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align) {
   cpu_block& b = *static_cast<cpu_block*>(block);
   if (align < 16) align = 16;
-  if (bytes > cpu_block::chunk_bytes) {
+  // A chunk starts on a 64-byte boundary: an alignment above 64 may cost up to align - 64 bytes of it, wherever the
+  // allocator put the chunk. Refused alike whatever the addresses.
+  const std::size_t most = cpu_block::chunk_bytes - (align > 64 ? std::min(align - 64, cpu_block::chunk_bytes) : 0);
+  if (bytes > most) {
     throw kernel_launch_error(2 /* CUDA_ERROR_OUT_OF_MEMORY */,
-                              "apgas::thread_block: " + std::to_string(bytes) + " bytes of per-block scratch asked for; "
-                              "at most " + std::to_string(cpu_block::chunk_bytes) + " at once");
+                              "apgas::thread_block: " + std::to_string(bytes) + " bytes of per-block scratch aligned "
+                              "to " + std::to_string(align) + " bytes asked for; at most " + std::to_string(most) +
+                              " at once at that alignment (" + std::to_string(cpu_block::chunk_bytes) + " at 64)");
   }
   while (true) {
     if (b.arena_chunk == b.arena_chunks.size()) {
@@ -737,14 +741,7 @@ void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align) {
       b.arena_used += pad + bytes;
       return reinterpret_cast<void*>(addr + pad);
     }
-    if (b.arena_used == 0) {  // not even in a fresh chunk (an alignment above 64 bytes): it never will be
-      throw kernel_launch_error(2 /* CUDA_ERROR_OUT_OF_MEMORY */,
-                                "apgas::thread_block: " + std::to_string(bytes) + " bytes of per-block scratch aligned "
-                                "to " + std::to_string(align) + " bytes asked for; at most " +
-                                std::to_string(cpu_block::chunk_bytes) + " at once, " +
-                                std::to_string(cpu_block::chunk_bytes - pad) + " at that alignment");
-    }
-    b.arena_chunk += 1;
+    b.arena_chunk += 1;  // (a fresh chunk holds what passed the test above)
     b.arena_used = 0;
   }
 }
@@ -770,6 +767,10 @@ void cpu_block_sync(void* block) {
   b.epoch += 1;
 }
 
+
+void cpu_block_epoch(void* block) noexcept {
+  static_cast<cpu_block*>(block)->epoch += 1;
+}
 
 void cpu_block_set_thread(void* block, int t) noexcept {
   static_cast<cpu_block*>(block)->current_thread = t;

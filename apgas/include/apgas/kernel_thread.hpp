@@ -192,6 +192,8 @@ struct cpu_arena_mark {
 cpu_arena_mark cpu_block_mark(void* block) noexcept;
 void cpu_block_release(void* block, cpu_arena_mark m) noexcept;
 void cpu_block_sync(void* block);
+/// The checking mode's barrier count, advanced (what cpu_block_sync does, without its report).
+void cpu_block_epoch(void* block) noexcept;
 /// The first member of the CPU runtime's block state, read inline by block-level bodies so that for_threads and sync
 /// make no call unless the checking mode is on (a call the compiler cannot see into would make it reload everything).
 struct cpu_block_head {
@@ -418,17 +420,17 @@ void combine_reduce(void* slots, const bool* present, int n, void* result, const
 }
 
 /// A clocked scan's combine: over the threads present at the barrier (an ended thread no longer takes part), in
-/// thread order; every present slot gets its thread's result (its inclusive value, or for an exclusive scan init
-/// combined with the inclusive value of the nearest present thread before it, init for the first).
-template <class T, class Op>
+/// thread order. Every present slot gets its thread's inclusive value, or for an exclusive scan that of the nearest
+/// present thread before it (the first present thread's slot is left alone; its id goes into `result`): each
+/// thread then combines its own init, as on a GPU.
+template <class Op>
 struct scan_args {
   const Op* op;
-  const T* init;
   bool exclusive;
 };
 template <class T, class Op>
-void combine_scan(void* slots, const bool* present, int n, void*, const void* a) {
-  const auto& args = *static_cast<const scan_args<T, Op>*>(a);
+void combine_scan(void* slots, const bool* present, int n, void* result, const void* a) {
+  const auto& args = *static_cast<const scan_args<Op>*>(a);
   T* v = static_cast<T*>(slots);
   int at[1024];  // at[k]: the k-th present thread (at[k] >= k: the values move down, then back up)
   int m = 0;
@@ -439,10 +441,10 @@ void combine_scan(void* slots, const bool* present, int n, void*, const void* a)
     }
   }
   tree_scan(v, m, *args.op);
-  for (int k = m - 1; k >= 0; --k) {
-    const T r = !args.exclusive ? v[k] : k > 0 ? (*args.op)(*args.init, v[k - 1]) : *args.init;
-    std::memcpy(static_cast<void*>(v + at[k]), &r, sizeof(T));
+  for (int k = m - 1; k >= (args.exclusive ? 1 : 0); --k) {
+    std::memcpy(static_cast<void*>(v + at[k]), v + (args.exclusive ? k - 1 : k), sizeof(T));
   }
+  std::memcpy(result, &at[0], sizeof(int));
 }
 
 }  // namespace detail
@@ -788,11 +790,14 @@ class clocked_thread : public thread_handle {
   template <class T, class Op>
   T cpu_scan(const T& v, const Op& op, bool exclusive, const T& init) const {
     std::memcpy(detail::cpu_block_slot(cpu_, sizeof(T)), &v, sizeof(T));
-    const detail::scan_args<T, Op> args{&op, &init, exclusive};
-    (void)detail::cpu_barrier(cpu_, 0, &detail::combine_scan<T, Op>, &args);
-    T r;  // the combine wrote this thread's result into its own slot
+    const detail::scan_args<Op> args{&op, exclusive};
+    const void* first = detail::cpu_barrier(cpu_, 0, &detail::combine_scan<T, Op>, &args);
+    T r;  // the combine wrote this thread's inclusive value, or its predecessor's, into its own slot
     std::memcpy(&r, detail::cpu_block_slot_of(cpu_, thread()), sizeof(T));
-    return r;
+    if (!exclusive) return r;
+    int f;
+    std::memcpy(&f, first, sizeof(int));
+    return thread() == f ? init : op(init, r);
   }
 #endif
   void* cpu_;
@@ -1015,7 +1020,7 @@ class thread_block {
       explicit as_thread_0(void* block) : b(block) { detail::cpu_block_set_thread(b, 0); }
       ~as_thread_0() {
         detail::cpu_block_set_thread(b, -1);
-        detail::cpu_block_sync(b);
+        detail::cpu_block_epoch(b);
       }
     } scope(cpu_);
     return f();
