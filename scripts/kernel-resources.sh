@@ -7,9 +7,10 @@
 # the flags the build gives them (-O3; --use_fast_math or -fmad=false where the sample's CMakeLists.txt asks) for
 # ARCH (default sm_90) and prints one row per kernel entry: registers, stack frame (local memory), spilled bytes,
 # static shared memory and barriers, as ptxas reports them. A kernel closure's shared arrays are dynamic shared
-# memory, not counted there (only what the library declares statically, e.g. a block reduce's scratch). Use it after changing a kernel: a stack frame or spills where the native kernel has none, or many more
-# registers, is a slower GPU kernel found without a GPU. Needs nvcc (NVCC, else CUDA_HOME/bin/nvcc, else
-# /usr/local/cuda/bin/nvcc), c++filt and python3.
+# memory, not counted there (only what the library declares statically, e.g. a block reduce's scratch). Use it
+# after changing a kernel: a stack frame or spills where the native kernel has none, or many more registers, is a
+# slower GPU kernel found without a GPU. Needs nvcc (NVCC, else CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc),
+# c++filt and python3.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 arch=sm_90

@@ -327,7 +327,9 @@ TEST(KernelCheck, BlockCollectivesAreBarriers) {
         b.for_threads([&](apgas::thread_index t) { o[t.linear] = s[static_cast<std::size_t>((t.linear + 1) % 32)]; });
       }));
     };
-    EXPECT_TRUE(after([](apgas::thread_block b) { (void)b.reduce([](apgas::thread_index) { return 1; }, apgas::plus{}); }).empty());
+    EXPECT_TRUE(after([](apgas::thread_block b) {
+      (void)b.reduce([](apgas::thread_index) { return 1; }, apgas::plus{});
+    }).empty());
     EXPECT_TRUE(after([](apgas::thread_block b) { (void)b.count([](apgas::thread_index) { return true; }); }).empty());
     EXPECT_TRUE(after([](apgas::thread_block b) { (void)b.any([](apgas::thread_index) { return false; }); }).empty());
     EXPECT_TRUE(after([](apgas::thread_block b) {
