@@ -128,10 +128,9 @@ struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` t
   const cpu_launch_info* info = nullptr;
   long b = 0;
 
-  // block-level bodies: scratch for per_thread and the collectives' buffers, reset for each block
+  // block-level bodies: scratch for per_thread and the collectives' buffers, reset for each block (where it stands,
+  // arena_chunk and arena_used, is in the head: collectives mark and release it inline)
   std::vector<std::unique_ptr<unsigned char[]>> arena_chunks;
-  std::size_t arena_used = 0;      // in the last chunk
-  std::size_t arena_chunk = 0;     // index of the chunk in use
   static constexpr std::size_t chunk_bytes = 256 * 1024;
 
   // clocked blocks
@@ -744,17 +743,6 @@ void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align) {
     b.arena_chunk += 1;  // (a fresh chunk holds what passed the test above)
     b.arena_used = 0;
   }
-}
-
-cpu_arena_mark cpu_block_mark(void* block) noexcept {
-  const cpu_block& b = *static_cast<cpu_block*>(block);
-  return {b.arena_chunk, b.arena_used};
-}
-
-void cpu_block_release(void* block, cpu_arena_mark m) noexcept {
-  cpu_block& b = *static_cast<cpu_block*>(block);
-  b.arena_chunk = m.chunk;
-  b.arena_used = m.used;
 }
 
 void cpu_block_sync(void* block) {

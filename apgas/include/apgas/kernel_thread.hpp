@@ -184,13 +184,6 @@ void* cpu_warp_slot(void* self, std::size_t bytes) noexcept;
 const void* cpu_warp_slot_of(void* self, int lane) noexcept;
 /// Block-level bodies on a CPU place: per-block scratch memory (valid until the block ends) and the checking hooks.
 void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align);
-/// Where the scratch stands, and a return there: what was allocated after the mark is given back (a collective's
-/// working space, so that one called in a loop takes no more memory than one called once).
-struct cpu_arena_mark {
-  std::size_t chunk, used;
-};
-cpu_arena_mark cpu_block_mark(void* block) noexcept;
-void cpu_block_release(void* block, cpu_arena_mark m) noexcept;
 void cpu_block_sync(void* block);
 /// The checking mode's barrier count, advanced (what cpu_block_sync does, without its report).
 void cpu_block_epoch(void* block) noexcept;
@@ -198,9 +191,25 @@ void cpu_block_epoch(void* block) noexcept;
 /// make no call unless the checking mode is on (a call the compiler cannot see into would make it reload everything).
 struct cpu_block_head {
   bool checking = false;
+  std::size_t arena_chunk = 0;  // the per-block scratch (cpu_block_alloc): the chunk in use, and bytes used in it
+  std::size_t arena_used = 0;
 };
 inline bool cpu_block_checking(const void* block) noexcept {
   return static_cast<const cpu_block_head*>(block)->checking;
+}
+/// Where the scratch stands, and a return there: what was allocated after the mark is given back (a collective's
+/// working space, so that one called in a loop takes no more memory than one called once).
+struct cpu_arena_mark {
+  std::size_t chunk, used;
+};
+inline cpu_arena_mark cpu_block_mark(const void* block) noexcept {
+  const auto* h = static_cast<const cpu_block_head*>(block);
+  return {h->arena_chunk, h->arena_used};
+}
+inline void cpu_block_release(void* block, cpu_arena_mark m) noexcept {
+  auto* h = static_cast<cpu_block_head*>(block);
+  h->arena_chunk = m.chunk;
+  h->arena_used = m.used;
 }
 void cpu_block_set_thread(void* block, int t) noexcept;
 /// A shared-array access seen by the checking mode: range check (returns false when i is outside) and race tracking.
