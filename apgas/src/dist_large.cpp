@@ -45,6 +45,11 @@ void piece_landed(void* ctx) {
 
 }  // namespace
 
+std::uint64_t next_large_id() noexcept {
+  static std::atomic<std::uint64_t> next{1};  // of the process: see dist_state::first_large
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void transmit(int dst, std::vector<std::byte> bytes) {
   dist_state& d = *g_dist;
   if (bytes.size() <= d.piece_bytes) [[likely]] {
@@ -55,7 +60,7 @@ void transmit(int dst, std::vector<std::byte> bytes) {
   const std::size_t piece = d.piece_bytes;
   const std::size_t total = bytes.size();
   const std::uint64_t pieces = (total + piece - 1) / piece;
-  const std::uint64_t id = d.next_large.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t id = next_large_id();
   writer w = message_writer(64 + 4 * pieces);
   w & msg::large_message & id & static_cast<std::uint64_t>(total) & static_cast<std::uint64_t>(piece) & pieces;
   std::vector<std::uint32_t> tags(pieces);
@@ -111,6 +116,7 @@ void deliver_large_done(reader& r) {
   std::lock_guard lock(g_dist->mutex);
   auto it = g_dist->large_out.find(id);
   if (it == g_dist->large_out.end()) {
+    if (id < g_dist->first_large) return;  // the late acknowledgement of an earlier run's message
     throw serialization_error("apgas: malformed message: unknown large message " + std::to_string(id));
   }
   freed = std::move(it->second);

@@ -166,6 +166,7 @@ void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t m
   auto* d = new dist_state;
   d->tp = &tp;
   d->piece_bytes = message_piece == 0 ? tp.max_message() : std::min(message_piece, tp.max_message());
+  d->first_large = next_large_id();  // this run's ids start here (an earlier run's acknowledgements are below)
   d->rank = tp.rank();
   d->size = tp.size();
   clock_dist_start(*d);

@@ -169,7 +169,10 @@ struct dist_state final : transport::handler {
 
   // Large messages (dist_large.cpp). piece_bytes: messages larger than this go by rendezvous in pieces of this size.
   std::size_t piece_bytes = 0;
-  std::atomic<std::uint64_t> next_large{1};
+  // Ids are unique in the process, not per run: an acknowledgement of run N's message may still be queued when run
+  // N + 1 starts (the final barrier does not drain small messages), and must not free run N + 1's message of the same
+  // number. first_large: this run's first id; an acknowledgement of an earlier id is ignored.
+  std::uint64_t first_large = 0;
   std::map<std::uint64_t, std::vector<std::byte>> large_out;  // sent, kept until the receiver's large_done
   std::vector<large_in*> large_ready;                          // landed here, to be delivered by the poll hook
   std::atomic<std::size_t> large_ready_count{0};
@@ -204,6 +207,8 @@ inline constexpr std::size_t no_message_limit = SIZE_MAX;
 
 // ---- large messages (dist_large.cpp) ----
 /// Hands an encoded message to the transport, by rendezvous in pieces when it is larger than piece_bytes.
+/// The next large message id of this process (never reused, across runs).
+std::uint64_t next_large_id() noexcept;
 void transmit(int dst, std::vector<std::byte> bytes);
 void deliver_large(int src, reader& r);
 void deliver_large_done(reader& r);

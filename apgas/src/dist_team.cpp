@@ -136,7 +136,13 @@ std::string team_counts_error(const char* what, std::span<const std::size_t> cou
            std::to_string(size);
   }
   std::size_t total = 0;
-  for (const std::size_t c : counts) total += c;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] > buffer_size - total) {  // (never wraps: total <= buffer_size) more than the buffer holds
+      return std::string(what) + ": the counts at the root add up to more than the " + std::to_string(buffer_size) +
+             " elements " + buffer + " (count " + std::to_string(i) + " is " + std::to_string(counts[i]) + ")";
+    }
+    total += counts[i];
+  }
   if (buffer_size != total) {
     return std::string(what) + ": " + buffer + " " + std::to_string(buffer_size) +
            " elements at the root, the counts add up to " + std::to_string(total);

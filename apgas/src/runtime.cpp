@@ -2,6 +2,7 @@
 #include "runtime.hpp"
 
 #include "dist.hpp"
+#include "finish.hpp"
 #include "gpu_runtime.hpp"
 #include "obs.hpp"
 #include "scheduler.hpp"
@@ -191,7 +192,16 @@ int run(const config& cfg, function_ref<void()> main) {
   if (tp->rank() == 0) {
     task* root = make_task([&] {
       try {
-        run_finish(main);
+        run_finish([&] {
+          // main is an activity: its clocks are dropped when its body ends (returns or throws), before its implicit
+          // finish waits (X10's Activity.run), or a clocked child still waiting for it would wait for ever.
+          struct drop_clocks {
+            ~drop_clocks() {
+              if (task* t = current_task(); t != nullptr && t->clocks != nullptr) drop_all_clocks(*t);
+            }
+          } at_end;
+          main();
+        });
       } catch (...) {
         failure = std::current_exception();
       }

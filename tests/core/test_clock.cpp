@@ -5,6 +5,8 @@
 
 #include <array>
 #include <atomic>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 using apgas_test::run_on;
@@ -316,6 +318,35 @@ TEST_P(Clock, TerminationDropsClocks) {
     });
     EXPECT_EQ(passes2.load(), 12);
   });
+}
+
+// The main activity is an activity: when its body ends, returning or throwing, its clocks are dropped before its
+// implicit finish waits for the clocked children still advancing (the run used to hang in both cases).
+TEST_P(Clock, MainActivityEndingDropsItsClocks) {
+  std::atomic<int> passes{0};
+  apgas::config cfg;
+  cfg.nthreads = GetParam();
+  EXPECT_EQ(apgas::run(cfg, [&] {
+              apgas::clock c = apgas::clock::make();
+              apgas::clocked_async({c}, [&, c]() mutable {
+                for (int k = 0; k < 3; ++k) c.advance(), passes++;
+              });
+            }),
+            0);
+  EXPECT_EQ(passes.load(), 3);
+  passes = 0;
+  testing::internal::CaptureStderr();
+  const int rc = apgas::run(cfg, [&] {
+    apgas::clock c = apgas::clock::make();
+    apgas::clocked_async({c}, [&, c]() mutable {
+      for (int k = 0; k < 3; ++k) c.advance(), passes++;
+    });
+    throw std::runtime_error("main failed while registered");
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("main failed while registered"), std::string::npos) << err;
+  EXPECT_EQ(passes.load(), 3);
 }
 
 TEST_P(Clock, BarrierWithExplicitClockMakesEveryPhaseVisible) {

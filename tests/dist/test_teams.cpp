@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <apgas/apgas.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <numeric>
 #include <stdexcept>
@@ -451,6 +452,21 @@ TEST(Team, MisuseIsReportedWhereItHappens) {
       EXPECT_THROW(w.scatterv(std::span<const long>(in), std::span<const std::size_t>(counts), std::span<long>(one),
                               apgas::place(0)),
                    apgas::illegal_operation_exception);
+      // gatherv whose counts wrap around SIZE_MAX to the size of `out` (2 + ... + (SIZE_MAX - n + 2) = 1): refused,
+      // not a copy of 2 elements into 1.
+      {
+        std::vector<std::size_t> wrap(static_cast<std::size_t>(n), 1);
+        wrap[0] = 2, wrap.back() = SIZE_MAX - static_cast<std::size_t>(n - 2);
+        std::vector<long> give(me == 0 ? 2 : 1, me), into(me == 0 ? 1 : 0);
+        try {  // (as gather: the others give their parts and return)
+          w.gatherv(std::span<const long>(give), std::span<long>(into), std::span<const std::size_t>(wrap),
+                    apgas::place(0));
+          if (me == 0) ADD_FAILURE() << "gatherv with counts that wrap";
+        } catch (const apgas::illegal_operation_exception& e) {
+          EXPECT_EQ(me, 0) << e.what();
+          EXPECT_NE(std::string(e.what()).find("add up to more than the 1 elements"), std::string::npos) << e.what();
+        }
+      }
       // allgather where place 1 gives a different length: every member throws, naming the other place.
       std::vector<long> m2(me == 1 ? 3 : 2, me), all(static_cast<std::size_t>(n) * (me == 1 ? 3 : 2));
       try {
