@@ -213,9 +213,11 @@ typename Reducer::value_type finish_collect(Reducer r, F&& body) {
 /// the activities: it must be trivially copyable or serializable, and so must its value_type; otherwise such an offer
 /// throws illegal_operation_exception), and that place's partial value travels home with its termination report:
 /// no message per offer. Fold order: at each place zero ⊕ v1 ⊕ v2 ... in the order the offers were made there; at
-/// home, the partial values in the order the reports arrive. A place whose activities of the finish threw drops its
-/// partial value (X10's rule): the finish then throws, and an enclosing finish that catches it sees none of that
-/// place's offers. See docs/decisions/0014-teams-and-collecting-finish.md.
+/// home, the partial values in the order the reports arrive. A report that carries exceptions carries no partial
+/// value (X10's rule): the offers a place made since its last report are dropped when its activities of the finish
+/// threw; offers it reported before (a place that went quiet between two activities reports in between) and offers
+/// made at the finish's home are kept. The finish throws anyway; the rule shows only when an enclosing finish
+/// catches. See docs/decisions/0014-teams-and-collecting-finish.md.
 template <class T>
 void offer(const T& value) {
   detail::offer(&value, typeid(T));

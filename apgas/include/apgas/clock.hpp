@@ -6,7 +6,9 @@
 /// Each registered activity holds, per clock, its phase and whether it has already arrived (resumed) in it. The
 /// clock moves to the next phase when every registered activity has arrived. All operations act on behalf of the
 /// calling activity; one that is not registered gets clock_use_exception. Inside atomic/when every clock operation
-/// throws illegal_operation_exception. An activity that terminates drops all its clocks.
+/// but registered() and dropped() throws illegal_operation_exception. An activity that terminates (the main activity
+/// included) drops all its clocks. An activity that waits in a finish for a clocked child of the same clock, still
+/// registered itself, deadlocks as in X10 2.x (the child waits for it at the barrier): drop the clock before.
 ///
 /// Across host places (docs/decisions/0011-clocks-across-hosts.md): the clock's home place decides the phase
 /// changes; every other place with registered activities combines their arrivals and sends one message per phase to
@@ -35,7 +37,7 @@ class clock {
   /// A new clock, homed at the calling activity's place; the calling activity is registered on it, in phase 1.
   static clock make();
 
-  clock() noexcept = default;  ///< refers to no clock (every operation throws clock_use_exception)
+  clock() noexcept = default;  ///< refers to no clock (registered() is false; the operations throw clock_use_exception)
   clock(const clock& other) noexcept = default;
   clock& operator=(const clock& other) noexcept = default;
   clock(clock&& other) noexcept : id_(std::exchange(other.id_, 0)) {}

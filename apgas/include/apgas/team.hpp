@@ -9,9 +9,11 @@
 /// every other member. Results are bit-identical at every place (parts are combined in team rank order).
 ///
 /// Every member passes the same root and the same element type; lengths may differ only where a `v` form says so.
-/// Errors name the value and the limit. A wrong root (not a place, a GPU place, not a member) is refused before
-/// anything is sent (illegal_operation_exception, bad_place_exception); a member whose own arguments are wrong (a
-/// length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
+/// Errors name the value and the limit. A wrong root (not a place, a GPU place, not a member) that every member
+/// passes is refused before anything is sent (illegal_operation_exception, bad_place_exception). Members are not
+/// checked against each other for the root or the operation: members that name different roots, or call different
+/// operations at the same point, may wait for ever or combine the wrong parts. A member whose own arguments are wrong
+/// (a length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
 /// illegal_operation_exception; a member that receives a failed part, or a part of the wrong length, throws
 /// illegal_operation_exception naming the other place.
 
