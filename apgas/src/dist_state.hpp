@@ -120,6 +120,7 @@ struct pending_at {
 struct team_slot {
   std::vector<std::vector<std::byte>> parts;  // contributions by team rank
   std::vector<std::uint8_t> failed;           // by team rank: the part is the sender's error text
+  std::vector<std::int32_t> sigs;             // by team rank: the operation's signature in the part (-1: none yet)
   int arrived = 0;
   int expected = 0;  // what the waiter waits for
   completion* waiter = nullptr;

@@ -23,10 +23,16 @@
 namespace apgas::detail {
 
 namespace {
+// An operation's number on the wire: its sequence number, and in the top 16 bits a signature of the operation and
+// its root, so that a member at another operation (or with another root) is caught instead of its part being taken.
+constexpr int sig_shift = 48;
+constexpr std::uint64_t seq_mask = (std::uint64_t{1} << sig_shift) - 1;
+
 void size_slot(team_slot& s, int n) {
   if (s.parts.empty()) {
     s.parts.resize(static_cast<std::size_t>(n));
     s.failed.assign(static_cast<std::size_t>(n), 0);
+    s.sigs.assign(static_cast<std::size_t>(n), -1);
   }
 }
 }  // namespace
@@ -47,8 +53,9 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
   completion* wake_it = nullptr;
   {
     std::lock_guard lock(d.mutex);
-    team_slot& s = d.team[{team, seq}];
+    team_slot& s = d.team[{team, seq & seq_mask}];
     size_slot(s, d.size);
+    s.sigs[static_cast<std::size_t>(from)] = static_cast<std::int32_t>(seq >> sig_shift);
     s.parts[static_cast<std::size_t>(from)] = std::move(payload);
     s.failed[static_cast<std::size_t>(from)] = failed;
     s.arrived += 1;
@@ -57,11 +64,15 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
   if (wake_it != nullptr) wake_it->signal();
 }
 
-std::uint64_t team_begin(std::uint64_t team, const char* what) {
+std::uint64_t team_begin(std::uint64_t team, const char* what, int root) {
   require_unrestricted_activity(what);
+  std::uint32_t sig = 2166136261u;  // FNV-1a of the operation's name, then its root
+  for (const char* c = what; *c != '\0'; ++c) sig = (sig ^ static_cast<unsigned char>(*c)) * 16777619u;
+  sig = (sig ^ static_cast<std::uint32_t>(root + 1)) * 16777619u;
   dist_state& d = *g_dist;
   std::lock_guard lock(d.mutex);
-  return ++d.team_seqs[team];
+  const std::uint64_t seq = ++d.team_seqs[team] & seq_mask;
+  return seq | static_cast<std::uint64_t>((sig ^ (sig >> 16)) & 0xffffu) << sig_shift;
 }
 
 void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes, bool failed) {
@@ -76,7 +87,7 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
   team_parts out;
   const bool traced = obs::on(obs::cat_team);
   if (traced) [[unlikely]]
-    obs::span_begin(obs::cat_team, "team", seq);
+    obs::span_begin(obs::cat_team, "team", seq & seq_mask);
   if (expected == 0) {  // a team of one: nothing to wait for (the span still shows the operation)
     out.parts.resize(static_cast<std::size_t>(d.size));
     out.failed.assign(static_cast<std::size_t>(d.size), 0);
@@ -86,9 +97,10 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
   }
   completion c;
   bool wait = false;
+  std::vector<std::int32_t> sigs;
   {
     std::lock_guard lock(d.mutex);
-    team_slot& s = d.team[{team, seq}];
+    team_slot& s = d.team[{team, seq & seq_mask}];
     size_slot(s, d.size);
     if (s.arrived < expected) {
       s.expected = expected;
@@ -99,13 +111,23 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
   if (wait) c.wait();
   {
     std::lock_guard lock(d.mutex);
-    auto it = d.team.find({team, seq});
+    auto it = d.team.find({team, seq & seq_mask});
     out.parts = std::move(it->second.parts);
     out.failed = std::move(it->second.failed);
+    sigs = std::move(it->second.sigs);
     d.team.erase(it);
   }
   if (traced) [[unlikely]]
     obs::span_end(obs::cat_team);
+  for (std::size_t m = 0; m < sigs.size(); ++m) {
+    if (sigs[m] >= 0 && static_cast<std::uint64_t>(sigs[m]) != seq >> sig_shift) {
+      throw illegal_operation_exception(
+          "apgas::team: operation " + std::to_string(seq & seq_mask) + " of this team: the member of team rank " +
+          std::to_string(m) +
+          " sent a part of another operation, or named another root (every member calls the team's operations in "
+          "the same order, with the same root)");
+    }
+  }
   return out;  // this place's own entry stays empty: the caller has its bytes
 }
 

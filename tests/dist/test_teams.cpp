@@ -486,6 +486,21 @@ TEST(Team, MisuseIsReportedWhereItHappens) {
       } catch (const apgas::illegal_operation_exception& e) {
         EXPECT_NE(std::string(e.what()).find("not a multiple of the team's"), std::string::npos) << e.what();
       }
+      // Members at different operations at the same point (place 0 in allreduce, the others in allgather): each
+      // refuses the parts of the other operation, naming the member, instead of combining them.
+      {
+        std::vector<long> mine(2, me), all(static_cast<std::size_t>(n) * 2);
+        try {
+          if (me == 0) {
+            w.allreduce(std::span<long>(mine), [](long x, long y) { return x + y; });
+          } else {
+            w.allgather(std::span<const long>(mine), std::span<long>(all));
+          }
+          ADD_FAILURE() << "allreduce against allgather";
+        } catch (const apgas::illegal_operation_exception& e) {
+          EXPECT_NE(std::string(e.what()).find("sent a part of another operation"), std::string::npos) << e.what();
+        }
+      }
       // The team still works afterwards: every member went through every operation.
       std::vector<long> s(2, me);
       w.allreduce(std::span<long>(s), [](long x, long y) { return x + y; });

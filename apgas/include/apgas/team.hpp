@@ -11,8 +11,9 @@
 /// Every member passes the same root and the same element type; lengths may differ only where a `v` form says so.
 /// Errors name the value and the limit. A wrong root (not a place, a GPU place, not a member) that every member
 /// passes is refused before anything is sent (illegal_operation_exception, bad_place_exception). Members are not
-/// checked against each other for the root or the operation: members that name different roots, or call different
-/// operations at the same point, may wait for ever or combine the wrong parts. A member whose own arguments are wrong
+/// checked against each other before anything is sent: members that name different roots may wait for ever; a part
+/// of another operation or root than the receiver's (at the same point of the team's sequence) is refused with
+/// illegal_operation_exception naming the sender's team rank. A member whose own arguments are wrong
 /// (a length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
 /// illegal_operation_exception; a member that receives a failed part, or a part of the wrong length, throws
 /// illegal_operation_exception naming the other place.
@@ -40,8 +41,10 @@ struct team_parts {
   std::vector<std::vector<std::byte>> parts;
   std::vector<std::uint8_t> failed;  // the sender's own arguments were wrong; its part is the message
 };
-/// The next operation of team `team` at this place (checks that the caller is an unrestricted activity).
-std::uint64_t team_begin(std::uint64_t team, const char* what);
+/// The next operation of team `team` at this place (checks that the caller is an unrestricted activity). The number
+/// carries a signature of `what` and `root` (-1: none) in its top 16 bits: team_wait refuses a part sent by a member
+/// that was at another operation, or named another root, at that point.
+std::uint64_t team_begin(std::uint64_t team, const char* what, int root = -1);
 /// One part of operation `seq` from team rank `from` to place `to`.
 void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes,
                bool failed = false);
@@ -231,7 +234,7 @@ void team::reduce(std::span<T> inout, Op op, place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::reduce: T must be trivially copyable");
   const char* what = "apgas::team::reduce";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::uint64_t seq = detail::team_begin(id_, what, r);
   if (rank_ != r) {
     send_to(seq, r, std::as_bytes(inout), {});
     return;
@@ -274,7 +277,7 @@ void team::broadcast(std::span<T> data, place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::broadcast: T must be trivially copyable");
   const char* what = "apgas::team::broadcast";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::uint64_t seq = detail::team_begin(id_, what, r);
   if (rank_ == r) {
     for (int i = 0; i < size_; ++i) {
       if (i != r) send_to(seq, i, std::as_bytes(data), {});
@@ -294,7 +297,7 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gather: T must be trivially copyable");
   const char* what = "apgas::team::gather";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::uint64_t seq = detail::team_begin(id_, what, r);
   if (rank_ != r) {
     send_to(seq, r, std::as_bytes(mine), {});
     return;
@@ -325,7 +328,7 @@ void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> o
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gatherv: T must be trivially copyable");
   const char* what = "apgas::team::gatherv";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::uint64_t seq = detail::team_begin(id_, what, r);
   if (rank_ != r) {
     send_to(seq, r, std::as_bytes(mine), {});
     return;
@@ -352,7 +355,7 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatter: T must be trivially copyable");
   const char* what = "apgas::team::scatter";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::uint64_t seq = detail::team_begin(id_, what, r);
   const std::size_t k = mine.size();
   if (rank_ == r) {
     std::string err;
@@ -384,7 +387,7 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatterv: T must be trivially copyable");
   const char* what = "apgas::team::scatterv";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::uint64_t seq = detail::team_begin(id_, what, r);
   if (rank_ == r) {
     const std::string err = detail::team_counts_error(what, counts, size_, "in holds", in.size(), r, mine.size(),
                                                       "the root's mine holds");
