@@ -28,6 +28,13 @@ def load(path):
     return doc, events
 
 
+def places_of(doc):
+    """otherData.places of the trace (each place's number and worker count), or []."""
+    other = doc.get("otherData") if isinstance(doc, dict) else None
+    places = other.get("places") if isinstance(other, dict) else None
+    return places if isinstance(places, list) else []
+
+
 def exclusive_times(pieces):
     """Per name, the time of a track's nested pieces (start, end, name) not covered by the pieces inside them."""
     out = collections.Counter()
@@ -47,7 +54,7 @@ def exclusive_times(pieces):
 
 
 class Trace:
-    def __init__(self, events):
+    def __init__(self, events, places=None):
         self.process = {}  # pid -> name
         self.thread = {}  # (pid, tid) -> name
         self.pieces = collections.defaultdict(list)  # (pid, tid) -> [(start, end, name, cat)]
@@ -70,6 +77,12 @@ class Trace:
             elif ph in ("s", "f"):
                 flows[(e.get("cat"), e.get("id"))][ph] = (e["pid"], e["tid"], ts)
         self.flows = {k: v for k, v in flows.items() if "s" in v and "f" in v}
+        # Worker tracks: named "worker N" (tid N + 1), else (a trace without the metadata) from otherData's places.
+        self.workers = {t for t, name in self.thread.items() if name.startswith("worker ")}
+        for p in places or []:
+            if isinstance(p, dict) and "place" in p and "workers" in p and not any(
+                    t[0] == p["place"] + 1 for t in self.workers):
+                self.workers.update((p["place"] + 1, w + 1) for w in range(int(p["workers"])))
         if self.start is None:
             self.start = self.end = 0.0
 
@@ -85,6 +98,16 @@ class Trace:
         excl = exclusive_times([(s, e, c) for s, e, _, c in self.pieces[track]])
         return sum(t for c, t in excl.items() if c != "park")
 
+    def capacity_tracks(self):
+        """The tracks whose time is the run's capacity: every worker (named by thread_name metadata "worker N", or
+        else the workers otherData.places counts), whether it ran anything or not, and every other track with pieces
+        (GPU streams) except "other threads" (threads that are not workers: not capacity, as in APGAS_STATS)."""
+        tracks = set(self.workers)
+        for track, pieces in self.pieces.items():
+            if pieces and self.thread.get(track) != "other threads":
+                tracks.add(track)
+        return sorted(tracks)
+
     def place_of(self, pid):
         return pid - 1
 
@@ -98,7 +121,7 @@ class Trace:
         span = self.end - self.start
         lines = ["trace: %.3f ms, %d places, %d tracks" % (span / 1000.0, len(self.process), len(self.pieces))]
         per_place = collections.defaultdict(lambda: [0.0, 0])  # pid -> [busy us, tracks]
-        for track in self.pieces:
+        for track in self.capacity_tracks():
             busy = self.busy_time(track)
             per_place[track[0]][0] += busy
             per_place[track[0]][1] += 1
@@ -115,7 +138,7 @@ class Trace:
             busiest = max(per_place, key=lambda p: per_place[p][0])
             lines.append("busiest place: %s (%.3f ms busy)" % (self.label(busiest),
                                                                 per_place[busiest][0] / 1000.0))
-        lines.append("idle fraction: %.1f %% (of every track over the whole run)"
+        lines.append("idle fraction: %.1f %% (of every worker and GPU stream over the whole run)"
                      % (100.0 * (1.0 - total_busy / total_capacity) if total_capacity else 0.0))
         by_name = collections.Counter()
         for track, pieces in self.pieces.items():
@@ -182,11 +205,11 @@ def main():
     ap.add_argument("--top", type=int, default=8, help="activity types to list (default 8)")
     args = ap.parse_args()
     try:
-        _, events = load(args.trace)
+        doc, events = load(args.trace)
     except (OSError, ValueError, KeyError) as e:
         print("trace_summary.py: cannot read %s: %s" % (args.trace, e), file=sys.stderr)
         return 2
-    t = Trace(events)
+    t = Trace(events, places_of(doc))
     print(t.summary(args.top))
     if args.no_plot:
         return 0

@@ -501,6 +501,47 @@ std::string placeholder_text() {
          "it ended before it could; a place that failed wrote what it recorded to <this file>.place<N>.json\"}}\n";
 }
 
+// The name the trace is written to before it replaces a regular file at `path` (finish()).
+std::string temp_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+
+// Start-up: whether the trace can be written at `path` at the end of the run, trying what finish() will do. A
+// character device or a FIFO (/dev/null, a pipe) is written as it is: it must be writable now. Any other file that
+// is not a regular one (a directory, a socket) is refused. Otherwise the temporary file beside it is created and
+// removed (so the directory's permissions and the length of that name are checked), then the placeholder is
+// written at `path`. Returns "" or the reason, naming the file that failed where it is not `path`.
+std::string check_trace_path(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+      if (::access(path.c_str(), W_OK) != 0) return std::strerror(errno);
+      return {};
+    }
+    return S_ISDIR(st.st_mode) ? "it is a directory" : "it is neither a regular file, a character device nor a FIFO";
+  }
+  // The temporary file first: where it cannot be made, the file at `path` is left as it was.
+  const std::string tmp = temp_name(path);
+  std::FILE* t = std::fopen(tmp.c_str(), "w");
+  if (t == nullptr) {
+    const int err = errno;
+    return "cannot create '" + tmp + "', where the trace is written at the end before it replaces the file: " +
+           std::strerror(err);
+  }
+  std::fclose(t);
+  std::remove(tmp.c_str());
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  int err = errno;
+  if (f == nullptr) return std::strerror(err);
+  const std::string text = placeholder_text();
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  err = errno;
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) return std::strerror(err);
+  return {};
+}
+
 std::vector<place_info> places_of(const place_tree& t) {
   std::vector<place_info> out;
   for (std::size_t i = 0; i < t.all.size(); ++i) {
@@ -747,22 +788,11 @@ bool prepare(const config& cfg, transport::transport& tp) {
                  "(APGAS_TRACE_BUILD=OFF)\n", cfg.trace_file.empty() ? "APGAS_STATS" : "APGAS_TRACE");
     mine.ok = 0;
 #else
-    struct stat st {};
-    if (!cfg.trace_file.empty() && ::stat(cfg.trace_file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-      // Not a regular file (/dev/null, a pipe): written as it is at the end; it must be writable now.
-      if (::access(cfg.trace_file.c_str(), W_OK) != 0) {
+    if (!cfg.trace_file.empty()) {
+      const std::string why = check_trace_path(cfg.trace_file);
+      if (!why.empty()) {
         std::fprintf(stderr, "apgas: start-up failed at place 0: cannot write the trace file '%s' (APGAS_TRACE): %s\n",
-                     cfg.trace_file.c_str(), std::strerror(errno));
-        mine.ok = 0;
-      }
-    } else if (!cfg.trace_file.empty()) {
-      // The file is written when the run ends; what stands there meanwhile says so (and a run that dies leaves it).
-      std::FILE* f = std::fopen(cfg.trace_file.c_str(), "w");
-      const int err = errno;
-      const std::string text = placeholder_text();
-      if (f == nullptr || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0) {
-        std::fprintf(stderr, "apgas: start-up failed at place 0: cannot write the trace file '%s' (APGAS_TRACE): %s\n",
-                     cfg.trace_file.c_str(), std::strerror(f == nullptr ? err : errno));
+                     cfg.trace_file.c_str(), why.c_str());
         mine.ok = 0;
       }
     }
@@ -864,22 +894,32 @@ void finish() {
       // is written as it is.
       struct stat st {};
       const bool in_place = ::stat(g.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-      const std::string tmp = in_place ? g.path : g.path + ".tmp." + std::to_string(::getpid());
-      std::FILE* f = std::fopen(tmp.c_str(), "w");
+      const std::string tmp = in_place ? g.path : temp_name(g.path);
       std::uint64_t written = 0;
-      bool ok = f != nullptr;
-      if (ok) {
+      std::string why;  // what failed, naming the temporary file where that is what failed
+      const auto fail = [&](const std::string& what) {
+        const int err = errno;
+        if (why.empty()) why = what + (err != 0 ? std::string(": ") + std::strerror(err) : std::string());
+      };
+      const std::string step = tmp == g.path ? std::string() : "writing '" + tmp + "'";
+      errno = 0;
+      std::FILE* f = std::fopen(tmp.c_str(), "w");
+      if (f == nullptr) {
+        fail(step.empty() ? "opening it" : step);
+      } else {
         try {
           written = write_json(f, records, g.places, g.mask, true);
         } catch (const std::exception& e) {
-          std::fprintf(stderr, "apgas: trace: writing '%s' failed: %s\n", g.path.c_str(), e.what());
-          ok = false;
+          fail((step.empty() ? std::string("writing it") : step) + " (" + e.what() + ")");
         }
-        ok = std::fclose(f) == 0 && ok;
+        if (std::fclose(f) != 0) fail(step.empty() ? "closing it" : step);
       }
-      if (ok && !in_place) ok = std::rename(tmp.c_str(), g.path.c_str()) == 0;
+      if (why.empty() && !in_place && std::rename(tmp.c_str(), g.path.c_str()) != 0) {
+        fail("renaming '" + tmp + "' to it");
+      }
+      const bool ok = why.empty();
       if (!ok) {
-        std::fprintf(stderr, "apgas: trace: cannot write '%s': %s\n", g.path.c_str(), std::strerror(errno));
+        std::fprintf(stderr, "apgas: trace: cannot write '%s': %s\n", g.path.c_str(), why.c_str());
         if (!in_place) std::remove(tmp.c_str());
       } else {
         std::uint64_t dropped = 0, recorded = 0;

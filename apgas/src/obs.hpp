@@ -11,7 +11,8 @@
 //  - A worker's buffer is written by that worker only (its cursor is published with a release store, so a reader
 //    that loads it with acquire — the emergency dump — sees complete events below it); the shared buffer of other
 //    threads is written under its lock.
-//  - Flow ids are unique in a run: (place << 48) | (writer << 36) | sequence of that writer.
+//  - Flow ids are unique in a run: (place << 50) | (writer << 37) | sequence of that writer (obs.cpp: place_shift,
+//    writer_shift: 37 bits of sequence, 13 of writer, the place above).
 #include <apgas/detail/obs.hpp>
 #include <apgas/detail/task.hpp>
 #include <apgas/runtime.hpp>

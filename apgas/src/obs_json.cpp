@@ -134,22 +134,59 @@ class out {
     if (buf_.size() > (1u << 20)) flush();
     return *this;
   }
-  out& str(std::string_view v) {  // a JSON string
+  out& str(std::string_view v) {  // a JSON string: valid UTF-8 as it is, each byte of invalid UTF-8 as U+FFFD
     buf_ += '"';
-    for (const char c : v) {
+    for (std::size_t i = 0; i < v.size();) {
+      const char c = v[i];
+      const auto u = static_cast<unsigned char>(c);
       if (c == '"' || c == '\\') {
         buf_ += '\\';
         buf_ += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
+        ++i;
+      } else if (u < 0x20) {
         char e[8];
-        std::snprintf(e, sizeof e, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        std::snprintf(e, sizeof e, "\\u%04x", static_cast<unsigned>(u));
         buf_ += e;
-      } else {
+        ++i;
+      } else if (u < 0x80) {
         buf_ += c;
+        ++i;
+      } else if (const std::size_t n = utf8_length(v.substr(i)); n != 0) {
+        buf_.append(v.substr(i, n));
+        i += n;
+      } else {
+        buf_ += "\\ufffd";
+        ++i;
       }
     }
     buf_ += '"';
     return *this;
+  }
+  // The length of the valid UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF)
+  // that starts v with a byte of 0x80 or more, or 0 where none does.
+  static std::size_t utf8_length(std::string_view v) noexcept {
+    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(v[k]); };
+    const unsigned c = b(0);
+    std::size_t n = 0;
+    unsigned lo = 0x80, hi = 0xbf;  // the second byte's range
+    if (c >= 0xc2 && c <= 0xdf) {
+      n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      return 0;
+    }
+    if (v.size() < n || b(1) < lo || b(1) > hi) return 0;
+    for (std::size_t k = 2; k < n; ++k) {
+      if (b(k) < 0x80 || b(k) > 0xbf) return 0;
+    }
+    return n;
   }
   out& num(std::uint64_t v) {
     char b[24];
@@ -225,7 +262,11 @@ struct fiber_state {
   int index = 0;               // its async track id
 };
 
-// A sampled counter series.
+// A sampled counter series. A change is held as the pending sample until a change at a later time comes (the
+// changes at one time make one sample); the pending sample is then written, at its own time, unless the later change
+// comes within counter_gap_ns of the sample written last (a value that lasted less than that is left out, to keep
+// the samples few) or it repeats the value written last. The last pending sample is written at the end
+// (flush_series). So a value that lasted counter_gap_ns or more is always in the file, from the time it was reached.
 struct series {
   int pid = 0;
   std::string name;
@@ -234,29 +275,32 @@ struct series {
   bool emitted = false;
   bool pending = false;
   std::int64_t pending_ts = 0;
+  std::int64_t pending_value = 0;
+  std::int64_t last_value = 0;  // the value written last
 };
 constexpr std::int64_t counter_gap_ns = 10'000;
 
-void emit_counter(out& o, const series& s, std::int64_t ts) {
-  o.begin('C', s.pid, 0, ts).s(",\"name\":").str(s.name).s(",\"args\":{\"value\":").snum(s.value).s("}");
+void emit_counter(out& o, series& s, std::int64_t ts, std::int64_t value) {
+  o.begin('C', s.pid, 0, ts).s(",\"name\":").str(s.name).s(",\"args\":{\"value\":").snum(value).s("}");
   o.end();
+  s.emitted = true;
+  s.last_emit = ts;
+  s.last_value = value;
 }
 
 void change(out& o, series& s, std::int64_t ts, std::int64_t delta) {
   s.value += delta;
-  if (!s.emitted || ts - s.last_emit >= counter_gap_ns) {
-    emit_counter(o, s, ts);
-    s.emitted = true;
-    s.last_emit = ts;
-    s.pending = false;
-  } else {
-    s.pending = true;
-    s.pending_ts = ts;
+  if (s.pending && ts != s.pending_ts && (!s.emitted || s.pending_value != s.last_value) &&
+      (!s.emitted || ts - s.last_emit >= counter_gap_ns)) {
+    emit_counter(o, s, s.pending_ts, s.pending_value);
   }
+  s.pending = true;
+  s.pending_ts = ts;
+  s.pending_value = s.value;
 }
 
 void flush_series(out& o, series& s) {
-  if (s.pending) emit_counter(o, s, s.pending_ts);
+  if (s.pending && (!s.emitted || s.pending_value != s.last_value)) emit_counter(o, s, s.pending_ts, s.pending_value);
   s.pending = false;
 }
 

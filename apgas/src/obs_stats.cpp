@@ -36,9 +36,10 @@ std::string stats_table(const std::vector<place_record>& records, const std::vec
   char b[256];
   for (const place_record& r : records) {
     const double wall = static_cast<double>(r.t_stop - r.t_start) / 1e9;
-    std::snprintf(b, sizeof b, "apgas stats: place %d: %s (%d worker%s, %.3f s)\n", r.place,
-                  description(places, r.place).c_str(), r.workers, r.workers == 1 ? "" : "s", wall);
-    s += b;
+    // The headers are built as strings: a place's description has no length limit (a driver's path, an error).
+    std::snprintf(b, sizeof b, "%.3f", wall);
+    s += "apgas stats: place " + std::to_string(r.place) + ": " + description(places, r.place) + " (" +
+         std::to_string(r.workers) + (r.workers == 1 ? " worker, " : " workers, ") + b + " s)\n";
     line(s, "activities run", r.host.run);
     line(s, "activities stolen", r.host.stolen);
     line(s, "parks", r.host.parks);
@@ -67,8 +68,7 @@ std::string stats_table(const std::vector<place_record>& records, const std::vec
     for (int q = 0; q < r.gpus; ++q) {
       const gpu_stats& g = r.gpu[static_cast<std::size_t>(q)];
       const int place = r.first_gpu + q;
-      std::snprintf(b, sizeof b, "apgas stats: place %d: %s\n", place, description(places, place).c_str());
-      s += b;
+      s += "apgas stats: place " + std::to_string(place) + ": " + description(places, place) + "\n";
       line(s, "kernels", g.kernels);
       static const char* const dir[3] = {"copies host->GPU", "copies GPU->host", "copies GPU->GPU"};
       for (int d = 0; d < 3; ++d) {

@@ -7,10 +7,21 @@
 #include <apgas/apgas.hpp>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -22,6 +33,36 @@ apgas::config traced(const std::string& path, int nthreads = 2) {
   cfg.nthreads = nthreads;
   cfg.trace_file = path;
   return cfg;
+}
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The values of the counter `name` in the trace at `path`, in time order (the file's order where times are equal).
+std::vector<double> counter_values(const std::string& path, const std::string& name) {
+  const apgas_test::json::value doc = apgas_test::json::parse(contents(path));
+  std::vector<std::pair<double, double>> at;
+  for (const auto& e : doc.get("traceEvents")->items()) {
+    const auto* ph = e.get("ph");
+    const auto* n = e.get("name");
+    if (ph == nullptr || ph->string() != "C" || n == nullptr || n->string() != name) continue;
+    at.emplace_back(e.get("ts")->number(), e.get("args")->get("value")->number());
+  }
+  std::stable_sort(at.begin(), at.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<double> v;
+  for (const auto& [ts, value] : at) v.push_back(value);
+  return v;
+}
+
+// Keeps the calling worker busy (nothing else runs meanwhile on one worker); what the tests assert is not a time.
+void spin_ms(int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) {
+  }
 }
 
 class Trace : public testing::TestWithParam<int> {};
@@ -222,6 +263,137 @@ TEST(Stats, TakeStatsOptionTakesItOutOfTheCommandLine) {
   EXPECT_FALSE(apgas::take_stats_option(n, none));
   EXPECT_EQ(n, 3);
   EXPECT_STREQ(none[2], "5");
+}
+
+// A counter change soon after the last sample (within the writer's 10 us gap) is not lost: the next change writes it
+// first, at its own time. Here the two spawns come right after the first sample, and three activities are alive
+// while the root keeps its only worker busy: the trace must show 3, then fall back to 0.
+TEST(TraceCounters, AChangeSoonAfterASampleIsWrittenNotLost) {
+  const std::string path = temp_file("alive.json");
+  ASSERT_EQ(apgas::run(traced(path, 1), [] {
+    apgas::finish([] {
+      apgas::async([] { spin_ms(1); });
+      apgas::async([] { spin_ms(1); });
+      spin_ms(20);
+    });
+  }), 0);
+  const auto f = check_trace(path);
+  EXPECT_TRUE(f.problems.empty()) << f.summary();
+  const std::vector<double> alive = counter_values(path, "activities alive");
+  ASSERT_FALSE(alive.empty());
+  std::string shown;
+  for (double v : alive) shown += std::to_string(static_cast<long>(v)) + " ";
+  EXPECT_EQ(alive.front(), 1) << shown;
+  EXPECT_NE(std::find(alive.begin(), alive.end(), 3.0), alive.end()) << shown;
+  EXPECT_EQ(f.counter_max.at("activities alive"), 3) << shown;
+  EXPECT_EQ(alive.back(), 0) << shown;
+}
+
+// Start-up refuses a trace path it could not write at the end: a directory, and a name too long for the temporary
+// file beside it (the file is written there, then renamed); the error names the path and why.
+TEST(TraceSettings, APathTheEndCouldNotWriteStopsStartUp) {
+  const auto refused = [](const std::string& path, const std::string& why) {
+    bool ran = false;
+    testing::internal::CaptureStderr();
+    const int rc = apgas::run(traced(path), [&] { ran = true; });
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2) << err;
+    EXPECT_FALSE(ran);
+    EXPECT_NE(err.find("cannot write the trace file '" + path + "' (APGAS_TRACE): " + why), std::string::npos) << err;
+  };
+  const std::string dir = temp_file("dir.json");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  refused(dir, "it is a directory");
+  ::rmdir(dir.c_str());
+  // A name of 250 bytes: the file could be made, the temporary one (".tmp.<pid>" added) is over NAME_MAX.
+  const std::string folder = testing::TempDir();
+  const std::string name = folder + std::string(250, 'a');
+  const std::string tmp = name + ".tmp." + std::to_string(::getpid());
+  refused(name, "cannot create '" + tmp + "'");
+  EXPECT_FALSE(exists(name)) << "the file is left as it was";
+  // A folder the run may not write in (the file in it may be written): refused too; root may write anywhere.
+  if (::geteuid() != 0) {
+    const std::string ro = temp_file("ro");
+    ASSERT_EQ(::mkdir(ro.c_str(), 0755), 0);
+    const std::string file = ro + "/t.json";
+    std::fclose(std::fopen(file.c_str(), "w"));
+    ::chmod(ro.c_str(), 0555);
+    refused(file, "cannot create '" + file + ".tmp.");
+    ::chmod(ro.c_str(), 0755);
+    std::remove(file.c_str());
+    ::rmdir(ro.c_str());
+  }
+}
+
+// When the write at the end fails nonetheless, the error names the temporary file where that is what failed.
+TEST(TraceSettings, AFailedWriteAtTheEndNamesTheTemporaryFile) {
+  const std::string path = temp_file("end.json");
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  testing::internal::CaptureStderr();
+  const int rc = apgas::run(traced(path), [&] { ASSERT_EQ(::mkdir(tmp.c_str(), 0755), 0); });  // in its way
+  const std::string err = testing::internal::GetCapturedStderr();
+  ::rmdir(tmp.c_str());
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(err.find("apgas: trace: cannot write '" + path + "': writing '" + tmp + "'"), std::string::npos) << err;
+  EXPECT_EQ(err.find("apgas: trace: wrote"), std::string::npos) << err;
+}
+
+// Text the trace and the statistics take from outside: a place's description names the CUDA driver's path, which
+// may be any bytes. The JSON stays valid UTF-8 (invalid bytes become U+FFFD, valid sequences are kept), and the
+// statistics' header keeps a long description whole. Each run in a process of its own (the driver loads once).
+TEST(TraceTextDeathTest, OutsideTextStaysValidAndWhole) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  Dl_info info{};
+  const auto cos_fn = static_cast<double (*)(double)>(&::cos);
+  if (::dladdr(reinterpret_cast<void*>(cos_fn), &info) == 0 || info.dli_fname == nullptr) {
+    GTEST_SKIP() << "no path of the C maths library to stand for a CUDA driver";
+  }
+  const std::string lib = info.dli_fname;
+  const std::string odd = testing::TempDir() + "apgas-trace-q\"b\\x\x01\xff\xc3\xa9\xe2\x82.so";
+  const std::string long_name = testing::TempDir() + "apgas-trace-" + std::string(200, 'd') + ".so";
+  const std::string path = testing::TempDir() + "apgas-trace-text-death.json";
+  if (!testing::internal::InDeathTestChild()) {
+    for (const std::string& l : {odd, long_name}) {
+      std::remove(l.c_str());
+      ASSERT_EQ(::symlink(lib.c_str(), l.c_str()), 0) << l;
+    }
+    std::remove(path.c_str());
+  }
+  EXPECT_EXIT(
+      {
+        ::setenv("APGAS_CUDA_DRIVER", odd.c_str(), 1);
+        apgas::config cfg = traced(path);
+        cfg.stats = true;
+        testing::internal::CaptureStderr();
+        const int rc = apgas::run(cfg, [] { (void)fib(8); });
+        const std::string err = testing::internal::GetCapturedStderr();
+        std::fprintf(stderr, "%s", err.c_str());
+        std::exit(rc == 0 ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+  const std::string text = contents(path);
+  if (text.find("apgas-trace-q") == std::string::npos) GTEST_SKIP() << "this build names no CUDA driver";
+  const auto f = check_trace(path);
+  EXPECT_TRUE(f.problems.empty()) << f.summary();
+  EXPECT_EQ(text.find('\xff'), std::string::npos);
+  EXPECT_NE(text.find("q\\\"b\\\\x\\u0001\\ufffd\xc3\xa9\\ufffd\\ufffd.so"), std::string::npos)
+      << f.processes.at(1);
+  EXPECT_EXIT(
+      {
+        ::setenv("APGAS_CUDA_DRIVER", long_name.c_str(), 1);
+        apgas::config cfg;
+        cfg.nthreads = 2;
+        cfg.stats = true;
+        testing::internal::CaptureStderr();
+        const int rc = apgas::run(cfg, [] { (void)fib(8); });
+        const std::string err = testing::internal::GetCapturedStderr();
+        const bool whole = err.find(long_name) != std::string::npos && err.find(" (2 workers, ") != std::string::npos;
+        std::fprintf(stderr, "%s", err.c_str());
+        std::exit(rc == 0 && whole ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+  std::remove(odd.c_str());
+  std::remove(long_name.c_str());
 }
 
 // A place that dies through std::terminate writes what it recorded next to the trace file; the trace file itself

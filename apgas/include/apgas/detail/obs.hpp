@@ -23,7 +23,9 @@ namespace apgas::detail::obs {
 enum : std::uint32_t {
   cat_activity = 1u << 0,  ///< activity spans (with the closure's type name), spawn flows, activities alive
   cat_finish = 1u << 1,    ///< finish waits
-  cat_park = 1u << 2,      ///< parked activities (one async track per fiber)
+  cat_park = 1u << 2,      ///< waits that poll for messages; parks of a fiber inside a recorded span (an async
+                           ///< "parked" slice each, on the fiber's track): so only with activity, finish, at,
+                           ///< message or team on too
   cat_at = 1u << 3,        ///< at round trips
   cat_message = 1u << 4,   ///< message sends and handlers, send -> handler flows, bytes in flight
   cat_team = 1u << 5,      ///< team operations
