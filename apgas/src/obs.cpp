@@ -84,7 +84,8 @@ struct run_state {
   std::vector<std::vector<std::byte>> blobs;            // place 0: every place's record
 };
 run_state g;
-std::atomic<bool> g_dumped{false};
+std::atomic<bool> g_dumped{false};       // an emergency dump has begun (the first caller writes it)
+std::atomic<bool> g_dump_done{false};    // ... and ended: a second caller (two threads terminating) waits for it
 
 bool tracing() noexcept { return (g.mask & cat_all) != 0; }
 
@@ -832,6 +833,7 @@ void start(transport::transport& tp, int workers) {
   for (int i = 0; i < workers; ++i) g.deque_names.push_back("deque depth w" + std::to_string(i));
   g.sync_start = g.sync_end = clock_sample{};
   g_dumped.store(false);
+  g_dump_done.store(false);
   if (tracing()) {
     // The buffers: one reservation, touched only as events are written (no allocation per event, ever).
     g.capacity = std::max<std::size_t>(g.buffer_bytes / sizeof(event), 16);
@@ -967,7 +969,18 @@ void finish() {
 }
 
 void emergency_dump(const char* why) noexcept {
-  if (!g.active || !tracing() || g.path.empty() || g.bufs == nullptr || g_dumped.exchange(true)) return;
+  if (!g.active || !tracing() || g.path.empty() || g.bufs == nullptr) return;
+  if (g_dumped.exchange(true)) {
+    // Another thread is writing the dump: returning now would let this one end the process under it (two
+    // activities calling std::terminate together left no dump). Wait for it, 10 s at most.
+    for (int i = 0; i < 10000 && !g_dump_done.load(std::memory_order_acquire); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return;
+  }
+  struct done {
+    ~done() { g_dump_done.store(true, std::memory_order_release); }
+  } at_end;
   try {
     std::vector<place_record> records{decode(encode())};
     const std::string file = g.path + ".place" + std::to_string(g.place) + ".json";

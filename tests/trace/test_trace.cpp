@@ -422,4 +422,37 @@ TEST(TraceDeathTest, ATerminatingPlaceLeavesWhatItRecorded) {
   EXPECT_EQ(placeholder.events, 0);
 }
 
+// Two activities calling std::terminate together: the second waits for the first's dump instead of ending the
+// process under it (no dump was left).
+TEST(TraceDeathTest, TwoTerminatingActivitiesLeaveOneDump) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  const std::string path = testing::TempDir() + "apgas-trace-death-two.json";
+  if (!testing::internal::InDeathTestChild()) {
+    std::remove(path.c_str());
+    std::remove((path + ".place0.json").c_str());
+  }
+  EXPECT_DEATH(
+      {
+        apgas::config cfg = traced(path);
+        cfg.nthreads = 2;
+        (void)apgas::run(cfg, [] {
+          (void)fib(17);  // enough events that the dump takes a while
+          static std::atomic<int> ready{0};
+          apgas::finish([] {
+            for (int i = 0; i < 2; ++i) {
+              apgas::async([] {
+                ready.fetch_add(1);
+                while (ready.load() < 2) {
+                }
+                std::terminate();
+              });
+            }
+          });
+        });
+      },
+      "place 0 wrote what it recorded to '.*two.json.place0.json' \\(std::terminate was called\\)");
+  const auto f = check_trace(path + ".place0.json");
+  EXPECT_TRUE(f.problems.empty()) << f.summary();
+}
+
 }  // namespace
