@@ -119,19 +119,19 @@ void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) 
 }  // namespace
 
 int run(const config& cfg, function_ref<void()> main) {
-  try {
-    cfg.validate();
-  } catch (const config_error& e) {
-    std::fprintf(stderr, "apgas: %s\n", e.what());
-    return 2;
-  }
-  bool expected = false;
+  bool expected = false;  // (first: a nested run is misuse whatever its configuration)
   if (!g_running.compare_exchange_strong(expected, true)) {
     throw illegal_operation_exception("apgas::run: a run is already in progress (runs may not nest or overlap)");
   }
   struct running_flag {
     ~running_flag() { g_running.store(false); }
   } flag;
+  try {
+    cfg.validate();
+  } catch (const config_error& e) {
+    std::fprintf(stderr, "apgas: %s\n", e.what());
+    return 2;
+  }
 
   transport::transport* tp = nullptr;
   startup_watchdog_arm(cfg.connect_timeout_s);

@@ -523,11 +523,13 @@ void run_task(task* t) {
   } catch (...) {
     if (t->governing != nullptr) t->governing->add_exception(std::current_exception());
   }
-  w = this_worker();
-  w->current_task = saved;
   if (t->clocks != nullptr) drop_all_clocks(*t);
   finish_state* const f = t->governing;
+  // The closure's captures are destroyed inside the activity (current_task is still t, whose base part outlives its
+  // closure): a destructor that calls apgas (atomic, offer, async) acts for this activity, wherever it ran from.
   delete t;
+  w = this_worker();  // (the activity may have moved to another worker)
+  w->current_task = saved;
   if (f != nullptr) f->complete();
   if (observed) [[unlikely]] obs::activity_end();
 }

@@ -97,7 +97,13 @@ void on_segv(int sig, siginfo_t* info, void* uctx) {
       write_str("apgas: stack overflow in an activity: it ran past its fiber stack of ");
       write_dec(g_slots[i].usable.load(std::memory_order_relaxed));
       write_str(" bytes and hit the guard page; raise APGAS_STACK_SIZE (or apgas::config::stack_size)\n");
+      // Die by the signal (a core dump, WIFSIGNALED for the parent): SIGSEGV is blocked while this handler runs,
+      // so unblock it after restoring the default action; _Exit only if that somehow returned.
       ::signal(SIGSEGV, SIG_DFL);
+      sigset_t segv;
+      sigemptyset(&segv);
+      sigaddset(&segv, SIGSEGV);
+      ::sigprocmask(SIG_UNBLOCK, &segv, nullptr);
       ::raise(SIGSEGV);
       std::_Exit(128 + SIGSEGV);
     }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <thread>
@@ -627,6 +628,17 @@ std::uintptr_t device::alloc(std::size_t bytes) {
 // on any stream is safe, and it returns at once; cuMemFree would wait for every kernel of the GPU.
 void device::free(std::uintptr_t address) {
   alive();
+  {
+    // An address this place does not hold is refused before the driver sees it: freed already (a stale copy of the
+    // remote_array), with stream-ordered pools its memory may already be a new array's.
+    std::lock_guard lock(mutex_);
+    if (sizes_.find(address) == sizes_.end()) {
+      char at[32];
+      std::snprintf(at, sizeof at, "%#llx", static_cast<unsigned long long>(address));
+      throw illegal_operation_exception("apgas::free_remote_array: no array of GPU place " + std::to_string(place_) +
+                                        " is at " + at + " (freed twice, or not made there)");
+    }
+  }
   const context_scope scope(d_, ctx_);
   entered(scope);
   const auto p = static_cast<CUdeviceptr>(address);

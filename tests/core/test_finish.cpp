@@ -59,6 +59,37 @@ TEST_P(Finish, EmptyFinishAndPlainAsync) {
   });
 }
 
+// A closure's captures are destroyed as part of its activity: a destructor may call apgas (here atomic, which
+// needs an activity). They used to be destroyed after the worker had left the activity when it ran from a worker's
+// loop (the call threw, and from a destructor that is std::terminate).
+TEST_P(Finish, CapturesAreDestroyedInsideTheirActivity) {
+  run_on(GetParam(), [] {
+    std::atomic<int> inside{0}, outside{0};
+    struct probe {
+      std::atomic<int>* in;
+      std::atomic<int>* out;
+      bool armed = false;
+      probe(std::atomic<int>* i, std::atomic<int>* o) : in(i), out(o) {}
+      probe(const probe& p) : in(p.in), out(p.out), armed(true) {}
+      ~probe() {
+        if (!armed) return;
+        try {
+          apgas::atomic([] {});
+          ++*in;
+        } catch (const apgas::illegal_operation_exception&) {
+          ++*out;
+        }
+      }
+    };
+    const probe p(&inside, &outside);
+    apgas::finish([&] {
+      for (int i = 0; i < 1000; ++i) apgas::async([p] { (void)p; });
+    });
+    EXPECT_EQ(outside.load(), 0);
+    EXPECT_GE(inside.load(), 1000);
+  });
+}
+
 TEST_P(Finish, NestedFinishCompletesBeforeTheCodeAfterIt) {
   run_on(GetParam(), [] {
     constexpr int outer_n = 20;

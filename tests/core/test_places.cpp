@@ -9,6 +9,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using apgas_test::run_on;
@@ -186,6 +187,8 @@ TEST(Places, RunsFollowEachOtherAndCannotNest) {
     apgas::config cfg;
     bool inner_ran = false;
     EXPECT_THROW((void)apgas::run(cfg, [&] { inner_ran = true; }), apgas::illegal_operation_exception);
+    cfg.nthreads = -1;  // a nested run is misuse whatever its configuration (it returned 2, a configuration error)
+    EXPECT_THROW((void)apgas::run(cfg, [&] { inner_ran = true; }), apgas::illegal_operation_exception);
     EXPECT_FALSE(inner_ran);
   });
 }
@@ -251,6 +254,31 @@ TEST(Places, ADeadRemoteArrayIsAnExceptionNotACorruption) {
 // A host place's remote arrays: zero-filled and 64-byte aligned; from 2 MiB on, mapped on whole (huge) pages at a 2 MiB
 // boundary. Every size copies in and out, frees once, and the registry refuses the second free; an over-aligned element
 // type gets its alignment.
+// An element whose constructor throws: make_remote_array rethrows it and keeps nothing (the array was registered
+// and never freed: 4 MiB a failure).
+namespace {
+struct fragile {
+  static inline int made = 0;
+  static inline std::uintptr_t first = 0;
+  int v = 0;
+  fragile() {
+    if (made == 0) first = reinterpret_cast<std::uintptr_t>(this);
+    if (++made == 1000) throw std::runtime_error("element 999 failed");
+  }
+};
+}  // namespace
+
+TEST(Places, AnElementThatThrowsLeavesNoArray) {
+  static_assert(std::is_trivially_copyable_v<fragile> && !std::is_trivially_default_constructible_v<fragile>);
+  run_on(1, [] {
+    fragile::made = 0;
+    EXPECT_THROW((void)apgas::make_remote_array<fragile>(apgas::here(), std::size_t{1} << 20), std::runtime_error);
+    ASSERT_EQ(fragile::made, 1000);
+    EXPECT_THROW(apgas::detail::check_live_array("test", fragile::first, sizeof(fragile)),
+                 apgas::illegal_operation_exception);
+  });
+}
+
 TEST(Places, RemoteArraysOfEverySizeAreZeroedAlignedAndFreedOnce) {
   struct alignas(128) wide {
     float v[32];

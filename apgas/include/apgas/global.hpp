@@ -62,7 +62,14 @@ std::size_t array_bytes(std::size_t n) {
 template <class T>
 std::uintptr_t new_array(std::size_t n) {
   T* a = static_cast<T*>(array_new(array_bytes<T>(n), alignof(T)));
-  if constexpr (!std::is_trivially_default_constructible_v<T>) std::uninitialized_value_construct_n(a, n);
+  if constexpr (!std::is_trivially_default_constructible_v<T>) {
+    try {
+      std::uninitialized_value_construct_n(a, n);  // (destroys what it made when a constructor throws)
+    } catch (...) {
+      array_delete(reinterpret_cast<std::uintptr_t>(a));  // nothing kept: the caller never had the array
+      throw;
+    }
+  }
   return reinterpret_cast<std::uintptr_t>(a);
 }
 }  // namespace detail
@@ -186,6 +193,20 @@ void check_range(const char* what, std::size_t off, std::size_t n, std::size_t s
     throw bad_place_exception(std::string(what) + ": " + range + " are outside the array of " + std::to_string(size));
   }
 }
+/// A copy within one array at a GPU place: the two ranges must not overlap (the driver's device copies leave that
+/// undefined, and an overlapping copy could silently give different results on a GPU than at a host place).
+template <class T>
+void check_gpu_overlap(const char* what, place home, std::uintptr_t src, std::uintptr_t dst, std::size_t src_off,
+                       std::size_t dst_off, std::size_t n) {
+  if (n == 0 || !home.is_cuda() || src != dst) return;
+  if (src_off < dst_off + n && dst_off < src_off + n) {
+    throw illegal_operation_exception(std::string(what) + ": elements [" + std::to_string(src_off) + ", " +
+                                      std::to_string(src_off + n) + ") and [" + std::to_string(dst_off) + ", " +
+                                      std::to_string(dst_off + n) + ") of one array at GPU place " +
+                                      std::to_string(home.id()) +
+                                      " overlap (allowed at a host place only; copy through a second array)");
+  }
+}
 /// The home of an array an operation was given must be a place of this run (a token forged, or kept from another
 /// run, is refused before anything is counted or sent).
 inline void check_home(const char* what, place p) {
@@ -293,7 +314,9 @@ remote_array<T> make_remote_array(place p, std::size_t n, Gen gen) {
 }
 
 /// Free the array at its home; a becomes empty. The array must not be in use (no kernel or copy in flight). Freeing
-/// it again (through a copy of the remote_array) is an illegal_operation_exception naming the array and its home.
+/// it again (through a copy of the remote_array) is an illegal_operation_exception naming the array and its home —
+/// until a new array is made at the same address: arrays are known by address, so a stale copy then names the new
+/// array (freeing or copying through it acts on that one). Drop copies of a freed array.
 template <class T>
 void free_remote_array(remote_array<T>& a) {
   if (a.token() == 0) return;
@@ -390,7 +413,8 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
 /// Copy n elements between two arrays (any places); counted by the enclosing finish. Runs at src's host: GPU to
 /// GPU of one host is a peer copy (staged by the driver where peer access is impossible); anything else goes
 /// through host memory there. Within one array at a host place the two ranges may overlap (as memmove: a halo
-/// shifted in place); within one array at a GPU place they must not (the driver's copies leave that undefined).
+/// shifted in place); within one array at a GPU place they must not (the driver's copies leave that undefined):
+/// illegal_operation_exception.
 template <class T>
 void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, std::size_t dst_off, std::size_t n) {
   detail::check_range<T>("apgas::async_copy", src_off, n, src.size());
@@ -400,6 +424,7 @@ void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, s
   const place dst_home = dst.home();
   detail::check_home("apgas::async_copy", src_home);
   detail::check_home("apgas::async_copy", dst_home);
+  detail::check_gpu_overlap<T>("apgas::async_copy", src_home, src.token(), dst.token(), src_off, dst_off, n);
   if (!detail::is_here(src_home.parent())) {
     async_at(src_home.parent(), [src, src_off, dst, dst_off, n] { async_copy(src, src_off, dst, dst_off, n); });
     return;

@@ -133,6 +133,7 @@ class in_order_queue {
     detail::check_range<T>("apgas::in_order_queue::async_copy", dst_off, n, dst.size());
     const place s = src.home();
     const place d = dst.home();
+    detail::check_gpu_overlap<T>("apgas::in_order_queue::async_copy", s, src.token(), dst.token(), src_off, dst_off, n);
     if ((on_stream(s) && local_gpu(d)) || (on_stream(d) && local_gpu(s))) {
       const place p = place_;
       const std::uintptr_t from = src.token() + src_off * sizeof(T);

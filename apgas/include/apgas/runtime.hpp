@@ -103,7 +103,8 @@ int run_from_env(int argc, char** argv, function_ref<void()> main);
 /// Returns 0 when the main activity and everything it started ended normally. Otherwise prints the exceptions to
 /// stderr ("apgas: ...") and returns 1; an invalid configuration prints the config_error and returns 2.
 /// Every host place other than 0 serves until the main activity ends. Runs may follow one another in a process;
-/// they may not nest or overlap. Start-up errors of the transport (another program at a peer, an invalid or unbuilt
+/// they may not nest or overlap: a call while a run is in progress throws illegal_operation_exception (whatever its
+/// configuration). Start-up errors of the transport (another program at a peer, an invalid or unbuilt
 /// APGAS_TRANSPORT) also return 2 with a message; if the transport fails during the run, or a peer place dies (the
 /// failure detector: its process on this host ended, or nothing was heard from it for APGAS_HEARTBEAT_TIMEOUT
 /// seconds), the place prints a message naming the failure or the dead place and the process exits with code 3
