@@ -263,10 +263,27 @@ void scheduler::worker_main(worker* w) {
   try {
     first = make_loop_fiber(w);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "apgas: worker %d could not create its first fiber (a stack of %zu bytes, APGAS_STACK_SIZE): %s\n",
-                 w->index, stack_size_, e.what());
+    if (static_cast<std::size_t>(w->index) < first_workers_) {  // at start-up: the configuration cannot be met
+      std::fprintf(stderr,
+                   "apgas: worker %d could not create its first fiber (a stack of %zu bytes, APGAS_STACK_SIZE): %s\n",
+                   w->index, stack_size_, e.what());
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+    // A worker started later, on demand (decision 0016): the place runs on with the workers it has, as when a
+    // thread cannot be started. This one never took an item (its deque is its own): it just ends.
+    {
+      std::lock_guard lock(grow_mutex_);
+      grow_closed_ = true;
+    }
+    std::fprintf(stderr,
+                 "apgas: warning: this place runs with %d of its %zu workers: worker %d could not create its first "
+                 "fiber (a stack of %zu bytes, APGAS_STACK_SIZE): %s\n",
+                 w->index, workers_.size(), w->index, stack_size_, e.what());
     std::fflush(stderr);
-    std::_Exit(2);
+    leave_signal_stack();
+    t_worker = nullptr;
+    return;
   }
   run_until_exit(w, first);
   // Every activity has ended: the pooled loop fibers sit at the top of their loops; let each one end.
