@@ -156,7 +156,10 @@ void device::die(const std::string& reason) {
 }
 
 void device::check(CUresult r, const char* call, bool launch) {
-  if (r == CUDA_SUCCESS) return;
+  if (r != CUDA_SUCCESS) throw_error(r, call, launch);
+}
+
+void device::throw_error(CUresult r, const char* call, bool launch) {
   const std::string text = error_text(d_, r);
   if (is_sticky(r)) {
     die(text + " (reported by " + call + ")");
@@ -207,7 +210,11 @@ void device::begin_run() {
     for (int attempt = 0; attempt < 8 && best_width > 20'000; ++attempt) {
       const CUevent e = take_event();
       const std::uint64_t before = obs::now();
-      record_into(e, h2d_);
+      // (not record_into: nothing of an operation is queued before the reference, there is nothing to end)
+      if (d_.cuEventRecord(e, h2d_) != CUDA_SUCCESS) {
+        give_back(e);
+        break;
+      }
       CUresult q = CUDA_ERROR_NOT_READY;
       while ((q = d_.cuEventQuery(e)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
       const std::uint64_t after = obs::now();
@@ -298,12 +305,29 @@ void device::give_back(CUevent e) noexcept {
   events_.push_back(e);
 }
 
+// A marker that could not be recorded ends its operation synchronously. Every operation is enqueued on its stream
+// before its completion marker is recorded there; once the marker is refused, nothing would ever observe the end of
+// what was enqueued, yet the error makes the caller treat the operation as over (its finish ends, the spooler takes its
+// slice back, the user frees or refills the memory). So the stream is synchronised before the error is thrown: when
+// it reaches the caller, the stream has run everything queued on it (or the place is dead). The callers rely on this:
+// h2d, d2h, copy_to, queue_op, alloc, launch (and the spooler, through h2d and d2h).
 void device::record_into(CUevent e, CUstream s) {
   const CUresult r = d_.cuEventRecord(e, s);
-  if (r != CUDA_SUCCESS) {
-    give_back(e);
-    check(r, "cuEventRecord");
+  if (r == CUDA_SUCCESS) return;
+  give_back(e);
+  end_synchronously(s, r, "cuEventRecord");
+}
+
+void device::end_synchronously(CUstream s, CUresult r, const char* call) {
+  const CUresult w = d_.cuStreamSynchronize(s);
+  if (w != CUDA_SUCCESS && !is_sticky(r)) {
+    // Nothing says the work has ended: it might still read or write memory that the caller is about to reuse. The
+    // place dies (as for a sticky error), so that nothing of it is used again.
+    die(error_text(d_, r) + " (reported by " + call + " after work was queued on a stream), then " + error_text(d_, w) +
+        " (reported by cuStreamSynchronize): that work may still be running");
+    throw_dead();
   }
+  throw_error(r, call, false);  // a sticky r: the context is gone and the place dies; else cuda_error
 }
 
 void device::add_pending(pending_op op) {
@@ -393,7 +417,8 @@ bool device::poll(CUcontext& current) {
 // ---- copies ----
 
 // The event is taken before the copy is enqueued: once a DMA is queued, its end must be observable (a slice given
-// back while its DMA is still queued would be refilled under it).
+// back while its DMA is still queued would be refilled under it). If the event cannot be recorded behind the DMA,
+// record_into ends the DMA synchronously before the error is thrown.
 dma_engine::marker device::h2d(std::uintptr_t dst, const void* src, std::size_t n) {
   alive();
   const context_scope scope(d_, ctx_);
@@ -798,18 +823,14 @@ void device::launch(gpu_kernel_request& r) {
     track += static_cast<int>(k);
   }
   // A constant kernel of a queue runs on stream 0 after what the queue got before it, and what the queue gets after
-  // it waits for it: an event each way (a wait takes the event's state when it is enqueued, so the events go back to
-  // the pool at once).
-  const auto cross = [&](CUstream from, CUstream to) {
-    const CUevent e = take_event();
-    try {
-      record_into(e, from);
-      check(d_.cuStreamWaitEvent(to, e, 0), "cuStreamWaitEvent");
-    } catch (...) {
-      give_back(e);
-      throw;
-    }
+  // it waits for it: an event each way, e (a wait takes the event's state when it is enqueued, so the events go back
+  // to the pool at once). On failure e is back in the pool, and `from` has run everything queued on it (a failed
+  // record or wait ends it synchronously: after the kernel, the queue would otherwise not wait for it).
+  const auto cross = [&](CUstream from, CUstream to, CUevent e) {
+    record_into(e, from);
+    const CUresult r = d_.cuStreamWaitEvent(to, e, 0);
     give_back(e);
+    if (r != CUDA_SUCCESS) end_synchronously(from, r, "cuStreamWaitEvent");
   };
   const bool queued_constant = queue != nullptr && s != queue;
   staging_cache::block block;
@@ -828,12 +849,16 @@ void device::launch(gpu_kernel_request& r) {
     if (body_at != unstaged) std::memcpy(block.data + body_at, r.body, r.body_bytes);
   }
 
-  // The completion event first: once the kernel is launched its end must be observable (an event that cannot be
-  // had afterwards would leave a running kernel that no finish counts, and its buffers).
+  // The completion event first (and, for a constant kernel of a queue, the event the queue waits for after it): once
+  // the kernel is launched its end must be observable (an event that cannot be had afterwards would leave a running
+  // kernel that no finish counts, and its buffers).
   CUevent done = nullptr;
+  CUevent then = nullptr;
   try {
     done = take_event();
+    if (queued_constant) then = take_event();
   } catch (...) {
+    if (done != nullptr) give_back(done);
     staging_->give(block);
     release_now(s);
     throw;
@@ -870,7 +895,7 @@ void device::launch(gpu_kernel_request& r) {
     }
     // The constant copy and the launch that reads it, as one step: no other constant copy between them.
     std::unique_lock constant_lock(constant_mutex_, std::defer_lock);
-    if (queued_constant) cross(queue, s);
+    if (queued_constant) cross(queue, s, take_event());
     if (constant_at != unstaged) {
       constant_lock.lock();
       const auto c = reinterpret_cast<CUdeviceptr>(r.constant_symbol());
@@ -888,19 +913,26 @@ void device::launch(gpu_kernel_request& r) {
           "cuLaunchKernel", true);
   } catch (...) {
     if (trace.start != nullptr) give_back(trace.start);
+    if (then != nullptr) give_back(then);
     release_now(s);  // stream-ordered: after the copies already queued
     if (!enqueued) {
       staging_->give(block);
       give_back(done);
     } else {
       // The queued copies still read the staging block: it goes back once the stream has passed them.
+      bool recorded = false;
       try {
         record_into(done, s);
+        recorded = true;
         pending_op cleanup;
         cleanup.event = done;
         cleanup.staging = block;
         add_pending(std::move(cleanup));
-      } catch (...) {  // (unobservable: the block is not reused)
+      } catch (...) {
+        // Not recorded: record_into synchronised the stream, the copies are done. Recorded but not pending (no
+        // memory), or the place is dead (perhaps because the stream could not be synchronised): the block is not
+        // reused.
+        if (!recorded && !dead_.load(std::memory_order_acquire)) staging_->give(block);
       }
     }
     throw;
@@ -912,11 +944,19 @@ void device::launch(gpu_kernel_request& r) {
     release_now(s);
     buffers.clear();
   }
+  bool recorded = false;
   try {
     record_into(done, s);
-    if (queued_constant) cross(s, queue);
+    recorded = true;
+    if (queued_constant) cross(s, queue, std::exchange(then, nullptr));
   } catch (...) {
-    release_now(s);  // stream-ordered: after the kernel (the staging block is not reused: copies may be queued)
+    // Nothing of the launch is in flight any more: a completion event that could not be recorded, or a queue that
+    // could not be made to wait for the kernel, ended the kernel synchronously (record_into, cross), or the place is
+    // dead. The launch fails; its buffers, staging block and events are free again (a dead place's block is kept).
+    if (then != nullptr) give_back(then);
+    release_now(s);
+    if (!dead_.load(std::memory_order_acquire)) staging_->give(block);
+    if (recorded) give_back(done);
     throw;
   }
   pending_op op;

@@ -12,6 +12,9 @@
 // Invariants:
 //  - An operation is pending from the moment its event is recorded until the poller has seen the event complete (or
 //    the GPU died); npending counts them, so an idle poll costs one atomic load per GPU.
+//  - A marker that could not be recorded ends its operation synchronously (record_into): when an operation's call
+//    throws, nothing of it is left in flight on the GPU, or the place is dead (its stream could not be synchronised
+//    either, or a sticky error: the place is never used again).
 //  - Once dead, a device never becomes alive again; every pending operation has been failed exactly once, and every
 //    later call throws dead_place_exception before touching the driver.
 //  - The driver is called with the device's context current on the calling thread (context_scope: activities migrate
@@ -144,14 +147,24 @@ class device final : public dma_engine, public host_memory {
   /// Success: nothing. A sticky error: the device dies (every pending operation fails) and dead_place_exception.
   /// Another error: cuda_error (kernel_launch_error when `launch`) naming the call, the place and the error.
   void check(CUresult r, const char* call, bool launch = false);
+  /// check's throw, for an r that is not success.
+  [[noreturn]] void throw_error(CUresult r, const char* call, bool launch);
   [[noreturn]] void throw_dead();
   std::string where() const;
   void die(const std::string& reason);
   void fail(std::vector<pending_op>& ops, const std::exception_ptr& e) noexcept;
   CUevent take_event();
   void give_back(CUevent e) noexcept;
-  /// Record e (from take_event) on s; on failure e goes back to the pool and the error is thrown.
+  /// Record e (from take_event) on s. On failure e goes back to the pool and the error is thrown once s has run
+  /// everything queued on it (end_synchronously): a marker that could not be recorded ends its operation
+  /// synchronously, so a caller that sees the error may reuse the operation's memory at once.
   void record_into(CUevent e, CUstream s);
+  /// `call` failed with r after work was enqueued on s, before the work's end could be made observable: wait
+  /// (cuStreamSynchronize) until s has run everything queued on it, then throw as check does. If s cannot be
+  /// synchronised (and r is not sticky already), nothing says the work has ended: the device dies and
+  /// dead_place_exception names both calls and their errors. Never returns while the work might still run, unless the
+  /// place is dead.
+  [[noreturn]] void end_synchronously(CUstream s, CUresult r, const char* call);
   void add_pending(pending_op op);
   function_info function_for(const gpu_kernel_request& r);
   grid auto_shape(const function_info& f, std::size_t dynamic_shared);

@@ -84,6 +84,9 @@ void spooler::pump(spooler* self, job* j) {
         if (traced) obs::span_end(obs::cat_copy);
       }
     } catch (...) {
+      // The slice goes back to its ring for the next pump to refill: no DMA of this chunk can still read or write it.
+      // The invariant lives in the dma_engine (spooler.hpp; device::record_into): an h2d or d2h that throws has ended
+      // what it enqueued before throwing, and a wait that throws means the GPU is dead.
       self->release(r, s);
       if (!j->failed.exchange(true)) throw;
       return;

@@ -38,8 +38,11 @@ class dma_engine {
  public:
   using marker = std::uint64_t;  ///< a completion point recorded on a copy stream after a copy (a CUDA event)
   /// Enqueue host->device from page-locked memory; the marker completes when the bytes have landed on the device.
+  /// If it throws, nothing of the copy is in flight any more (device.cpp: a marker that could not be recorded ends
+  /// its operation synchronously), or the GPU is dead: the slice may be reused at once.
   virtual marker h2d(std::uintptr_t dst, const void* src, std::size_t n) = 0;
   /// Enqueue device->host into page-locked memory; the marker completes when the bytes have landed in host memory.
+  /// Throws as h2d does.
   virtual marker d2h(void* dst, std::uintptr_t src, std::size_t n) = 0;
   /// Park the calling activity until the marker has completed, then release the marker. Throws
   /// dead_place_exception (and releases the marker) if the GPU failed.

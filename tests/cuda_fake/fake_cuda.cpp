@@ -22,8 +22,10 @@
 //    stream-ordered frees, kernel launches as no-ops, waits for an event), each after an optional delay
 //    (APGAS_FAKE_CUDA_DELAY_US, or apgas_fake_cuda_set_delay_us; event records and waits are not delayed). An event is
 //    complete when its stream has reached the latest record; cuStreamWaitEvent holds its stream until the record that
-//    was the event's latest when it was called is complete. Once a device has failed, its streams move no data any more (events still complete, but
-//    every query and call reports the sticky error).
+//    was the event's latest when it was called is complete. cuStreamSynchronize waits until its stream has executed
+//    everything queued on it before the call (while the device is paused it waits for another thread to let it go
+//    on). Once a device has failed, its streams move no data any more (events still complete, but every query and
+//    call, cuStreamSynchronize included, reports the sticky error).
 //  - Strictness: the stream (and event) of a call must belong to the context current on the calling thread; a
 //    mismatch returns CUDA_ERROR_INVALID_HANDLE and is counted (wrong_context_calls) and printed: the backend's
 //    invariant is to make its device's context current before every call.
@@ -100,7 +102,7 @@ constexpr unsigned char poison = 0xA5;
   X(event_records) X(stream_waits) X(event_queries) X(ops_executed) X(max_pending) X(pageable_async_copies)        \
   X(illegal_accesses) X(wrong_context_calls) X(invalid_handle_calls) X(invalid_frees) X(allocs_total)              \
   X(frees_total) X(injected_failures) X(last_grid) X(last_block) X(last_shared) X(sync_allocs) X(sync_frees)       \
-  X(host_allocs) X(host_frees_without_context) X(timing_events) X(elapsed_queries)
+  X(host_allocs) X(host_frees_without_context) X(timing_events) X(elapsed_queries) X(stream_syncs)
 
 enum counter : int {
 #define APGAS_FAKE_ENUM(c) c,
@@ -1150,6 +1152,24 @@ CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
   return static_cast<CUresult>(failed);
 }
 
+// As the real driver: returns once the stream (the legacy default stream: every stream of the device) has executed
+// everything queued on it before the call. On a paused device it waits until another thread lets the device go on,
+// or the device fails. A device that has failed reports its sticky error: at once if it had failed before the call
+// (an injected failure, too, returns without waiting), else when the stream has got through its queue (whose
+// operations then move no data).
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+  device_state* d = nullptr;
+  CUstream_st* s = nullptr;
+  if (CUresult r = copy_common(hStream, d, s, "cuStreamSynchronize"); r != CUDA_SUCCESS) return r;
+  count(*d, stream_syncs);
+  if (s == nullptr) {
+    synchronize(*d);
+  } else {
+    drain(s);
+  }
+  return static_cast<CUresult>(d->failed.load(std::memory_order_acquire));
+}
+
 CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   device_state* d = nullptr;
   if (CUresult r = current(d, "cuEventCreate"); r != CUDA_SUCCESS) return r;
@@ -1706,7 +1726,7 @@ APGAS_FAKE_EXPORT int apgas_fake_cuda_stall_next(int device, const char* functio
 }
 
 /// While paused (nonzero), the streams of `device` execute nothing (work queues up); a failure unpauses them.
-/// cuMemFree on a paused device waits.
+/// cuMemFree and cuStreamSynchronize on a paused device wait.
 APGAS_FAKE_EXPORT int apgas_fake_cuda_pause(int device, int paused) {
   device_state* d = device_at(device);
   if (d == nullptr) return -1;

@@ -7,6 +7,7 @@
 #include "support/run.hpp"
 
 #include <apgas/apgas.hpp>
+#include <apgas/queue.hpp>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <set>
@@ -346,6 +348,330 @@ TEST_F(FakeGpu, SharedMemoryOptInCountsStaticSharedMemory) {
     });
     EXPECT_EQ(counter(dev, "kernel_launches"), 2);
   });
+}
+
+// ---- 15: a completion marker that cannot be recorded ends its operation synchronously --------------------------
+// Every GPU operation is enqueued on a stream and followed by an event, its completion marker, which the poller (or
+// the activity parked on it) watches. When cuEventRecord fails after the operation was enqueued, the operation is
+// still queued or running: the backend synchronises the stream (cuStreamSynchronize) before it throws, so that when
+// the error reaches the finish nothing of the operation is in flight (the user may free or reuse the memory, the
+// spooler its slice), or, if the stream cannot be synchronised either, the place is dead. Here the GPU is paused, the
+// marker's record fails once, and a helper thread lets the GPU go on after 200 ms: no error may be reported before.
+
+TEST_F(FakeGpu, TheFakesStreamSynchronizeWaitsForItsStreamAndReportsAStickyError) {
+  APGAS_TEST_FN(cuInit);
+  APGAS_TEST_FN(cuCtxSetCurrent);
+  APGAS_TEST_FN(cuDevicePrimaryCtxRetain);
+  APGAS_TEST_FN(cuDevicePrimaryCtxRelease);
+  APGAS_TEST_FN(cuStreamCreate);
+  APGAS_TEST_FN(cuStreamDestroy);
+  APGAS_TEST_FN(cuStreamSynchronize);
+  APGAS_TEST_FN(cuMemAlloc);
+  APGAS_TEST_FN(cuMemFree);
+  APGAS_TEST_FN(cuMemHostAlloc);
+  APGAS_TEST_FN(cuMemFreeHost);
+  APGAS_TEST_FN(cuMemcpyHtoDAsync);
+  ASSERT_NE(cuStreamSynchronize_, nullptr);
+  ASSERT_EQ(cuInit_(0), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain_(&ctx, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent_(ctx), CUDA_SUCCESS);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc_(&p, 4096), CUDA_SUCCESS);
+  void* h = nullptr;
+  ASSERT_EQ(cuMemHostAlloc_(&h, 4096, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+  std::memset(h, 7, 4096);
+
+  // Paused: returns once another thread has let the device go on, the copy done.
+  std::atomic<bool> released{false};
+  fake().pause(1, 1);
+  ASSERT_EQ(cuMemcpyHtoDAsync_(p, h, 4096, s), CUDA_SUCCESS);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    released = true;
+    fake().pause(1, 0);
+  });
+  EXPECT_EQ(cuStreamSynchronize_(s), CUDA_SUCCESS);
+  EXPECT_TRUE(released.load()) << "returned while the stream was paused";
+  EXPECT_EQ(fake().read<std::uint8_t>(1, p, 4096), std::vector<std::uint8_t>(4096, 7));
+  releaser.join();
+  EXPECT_EQ(counter(1, "stream_syncs"), 1);
+
+  // An injected failure returns at once, the copy still queued.
+  fake().pause(1, 1);
+  ASSERT_EQ(cuMemcpyHtoDAsync_(p, h, 4096, s), CUDA_SUCCESS);
+  fake().fail_next(1, "cuStreamSynchronize", CUDA_ERROR_INVALID_VALUE, 1);
+  EXPECT_EQ(cuStreamSynchronize_(s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(counter(1, "ops_pending"), 1);
+  fake().pause(1, 0);
+  EXPECT_EQ(cuStreamSynchronize_(s), CUDA_SUCCESS);
+  EXPECT_EQ(counter(1, "ops_pending"), 0);
+
+  // A device that fails while a synchronize waits on its paused stream: the sticky error, then at once every time.
+  fake().pause(1, 1);
+  ASSERT_EQ(cuMemcpyHtoDAsync_(p, h, 4096, s), CUDA_SUCCESS);
+  std::thread killer([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    fake().fail(1, CUDA_ERROR_LAUNCH_FAILED);
+  });
+  EXPECT_EQ(cuStreamSynchronize_(s), CUDA_ERROR_LAUNCH_FAILED);
+  killer.join();
+  EXPECT_EQ(counter(1, "ops_pending"), 0) << "a failed device's streams go on (moving no data)";
+  EXPECT_EQ(cuStreamSynchronize_(s), CUDA_ERROR_LAUNCH_FAILED);
+  fake().reset();
+
+  EXPECT_EQ(cuStreamSynchronize_(nullptr), CUDA_SUCCESS) << "the legacy default stream: the whole device";
+  EXPECT_EQ(cuMemFree_(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost_(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSetCurrent_(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuDevicePrimaryCtxRelease_(1), CUDA_SUCCESS);
+}
+
+constexpr auto release_after = std::chrono::milliseconds(200);
+
+/// What a finish reported, and what was true the moment it ended.
+struct reported {
+  std::vector<std::string> errors;  // what() of each exception
+  int cuda_errors = 0;              // how many were cuda_error
+  int dead = 0;                     // how many were dead_place_exception
+  long long pending = -1;           // the device's stream operations not yet executed
+  bool released = false;            // the helper thread had let the device go on
+};
+
+/// Runs `issue` in a finish that must fail, while device `dev` is paused and its next cuEventRecord fails with
+/// `error` (and, with a `sync_error`, its next cuStreamSynchronize with that); a helper thread lets the device go on
+/// after release_after. `at_end` runs right after the finish has ended (outside the handler: it may park), before
+/// the helper is joined.
+template <class Issue, class AtEnd>
+reported unrecordable_marker(int dev, Issue&& issue, AtEnd&& at_end, int error = CUDA_ERROR_INVALID_VALUE,
+                             int sync_error = 0) {
+  std::atomic<bool> released{false};
+  fake().pause(dev, 1);
+  fake().fail_next(dev, "cuEventRecord", error, 1);
+  if (sync_error != 0) fake().fail_next(dev, "cuStreamSynchronize", sync_error, 1);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(release_after);
+    released = true;
+    fake().pause(dev, 0);
+  });
+  reported r;
+  std::vector<std::exception_ptr> failures;
+  try {
+    apgas::finish(issue);
+    ADD_FAILURE() << "the finish did not throw";
+  } catch (const apgas::multiple_exceptions& m) {
+    r.pending = counter(dev, "ops_pending");
+    r.released = released.load();
+    failures = m.exceptions();
+  }
+  at_end();
+  releaser.join();
+  for (const auto& e : failures) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const apgas::dead_place_exception& x) {
+      ++r.dead;
+      r.errors.emplace_back(x.what());
+    } catch (const apgas::cuda_error& x) {
+      ++r.cuda_errors;
+      r.errors.emplace_back(x.what());
+    } catch (const std::exception& x) {
+      r.errors.emplace_back(x.what());
+    }
+  }
+  return r;
+}
+
+/// One cuda_error naming cuEventRecord and the injected error, reported only once the GPU had run everything queued.
+void expect_ended_then_reported(const reported& r, const std::string& what) {
+  ASSERT_EQ(r.errors.size(), 1u) << what;
+  EXPECT_EQ(r.cuda_errors, 1) << what << ": " << r.errors[0];
+  EXPECT_TRUE(contains(r.errors[0], "cuEventRecord")) << what << ": " << r.errors[0];
+  EXPECT_TRUE(contains(r.errors[0], "CUDA_ERROR_INVALID_VALUE")) << what << ": " << r.errors[0];
+  EXPECT_TRUE(r.released) << what << ": the error was reported while the GPU was paused, the operation still queued";
+  EXPECT_EQ(r.pending, 0) << what << ": operations were still queued when the error was reported";
+}
+
+TEST_F(FakeGpu, ACopyWhoseMarkerCannotBeRecordedHasLandedWhenItFails) {
+  run_gpu(gpu_config(), [] {
+    const place g(1);
+    const int dev = device_of(g);
+    constexpr std::size_t n = 256 * KiB;
+    const std::vector<std::uint8_t> up = apgas_test::pattern(n, 21), down = apgas_test::pattern(n, 22);
+    auto a = apgas::make_remote_array<std::uint8_t>(g, n);
+    auto b = apgas::make_remote_array<std::uint8_t>(g, n);
+    auto c = apgas::make_remote_array<std::uint8_t>(g, n);
+    {  // host -> GPU, straight from page-locked memory
+      const auto src = pinned_copy(up);
+      std::vector<std::uint8_t> landed;
+      const reported r = unrecordable_marker(
+          dev, [&] { apgas::async_copy(std::span<const std::uint8_t>(src), a); },
+          [&] { landed = fake().read<std::uint8_t>(dev, a.token(), n); });
+      expect_ended_then_reported(r, "host -> GPU");
+      EXPECT_EQ(first_difference(landed, up), -1) << "the copy had not landed when its error was reported";
+      fake().synchronize(dev);  // (before src goes)
+    }
+    {  // GPU -> host, into page-locked memory
+      ASSERT_EQ(fake().poke(dev, b.token(), down.data(), n), 0);
+      apgas::pinned_vector<std::uint8_t> dst(n, 0);
+      std::vector<std::uint8_t> landed;
+      const reported r = unrecordable_marker(
+          dev, [&] { apgas::async_copy(b, 0, std::span<std::uint8_t>(dst)); },
+          [&] { landed.assign(dst.begin(), dst.end()); });
+      expect_ended_then_reported(r, "GPU -> host");
+      EXPECT_EQ(first_difference(landed, down), -1) << "the copy had not landed when its error was reported";
+      fake().synchronize(dev);  // (before dst goes)
+    }
+    {  // within the GPU
+      std::vector<std::uint8_t> landed;
+      const reported r = unrecordable_marker(
+          dev, [&] { apgas::async_copy(b, 0, c, 0, n); },
+          [&] { landed = fake().read<std::uint8_t>(dev, c.token(), n); });
+      expect_ended_then_reported(r, "GPU -> GPU");
+      EXPECT_EQ(first_difference(landed, down), -1) << "the copy had not landed when its error was reported";
+      fake().synchronize(dev);
+    }
+    EXPECT_GE(counter(dev, "stream_syncs"), 3);
+    // The error was not sticky: the place works on.
+    const std::vector<std::uint8_t> again = apgas_test::pattern(n, 23);
+    const auto pinned_again = pinned_copy(again);
+    std::vector<std::uint8_t> back(n, 0);
+    apgas::finish([&] { apgas::async_copy(std::span<const std::uint8_t>(pinned_again), a); });
+    apgas::finish([&] { apgas::async_copy(a, 0, c, 0, n); });
+    apgas::finish([&] { apgas::async_copy(c, 0, std::span<std::uint8_t>(back)); });
+    EXPECT_EQ(first_difference(back, again), -1);
+    apgas::free_remote_array(a);
+    apgas::free_remote_array(b);
+    apgas::free_remote_array(c);
+  });
+}
+
+// Through the DMA spooler (pageable memory): the pump gives its slice back when its DMA failed, and the next copy
+// refills that slice at once. Had the failed DMA still been queued, it would have copied the next copy's bytes.
+TEST_F(FakeGpu, ASpooledCopyWhoseMarkerCannotBeRecordedGivesItsSliceBackOnlyOnceItsDmaRan) {
+  run_gpu(gpu_config(), [] {
+    const place g(2);
+    const int dev = device_of(g);
+    constexpr std::size_t n = 64 * KiB;  // one chunk: one pump, one slice
+    const std::vector<std::uint8_t> first = apgas_test::pattern(n, 31), second = apgas_test::pattern(n, 32);
+    auto a = apgas::make_remote_array<std::uint8_t>(g, n);
+    auto b = apgas::make_remote_array<std::uint8_t>(g, n);
+    std::vector<std::uint8_t> landed;
+    const reported r = unrecordable_marker(
+        dev, [&] { apgas::async_copy(std::span<const std::uint8_t>(first), a); },
+        [&] {
+          landed = fake().read<std::uint8_t>(dev, a.token(), n);
+          apgas::finish([&] { apgas::async_copy(std::span<const std::uint8_t>(second), b); });
+        });
+    expect_ended_then_reported(r, "spooled host -> GPU");
+    EXPECT_EQ(first_difference(landed, first), -1) << "the copy had not landed when its error was reported";
+    fake().synchronize(dev);
+    EXPECT_EQ(first_difference(fake().read<std::uint8_t>(dev, a.token(), n), first), -1)
+        << "the failed copy's DMA ran after its slice had been refilled by the next copy";
+    EXPECT_EQ(first_difference(fake().read<std::uint8_t>(dev, b.token(), n), second), -1);
+    // Device -> host through the spooler, likewise reported once its DMA has run; then both ways work on.
+    std::vector<std::uint8_t> out(n, 0);
+    const reported r2 = unrecordable_marker(
+        dev, [&] { apgas::async_copy(b, 0, std::span<std::uint8_t>(out)); }, [] {});
+    expect_ended_then_reported(r2, "spooled GPU -> host");
+    apgas::finish([&] { apgas::async_copy(std::span<const std::uint8_t>(second), a); });
+    apgas::finish([&] { apgas::async_copy(a, 0, std::span<std::uint8_t>(out)); });
+    EXPECT_EQ(first_difference(out, second), -1);
+    apgas::free_remote_array(a);
+    apgas::free_remote_array(b);
+  });
+}
+
+// A kernel: its staged uploads, the launch and the stream-ordered frees of its buffers are queued before its
+// completion event; when that cannot be recorded, all of them have run when the launch reports it.
+TEST_F(FakeGpu, AKernelWhoseCompletionMarkerCannotBeRecordedHasEndedWhenItFails) {
+  run_gpu(gpu_config(), [] {
+    const place g(1);
+    const int dev = device_of(g);
+    const std::vector<int> small(1000, 5);
+    hand_made_kernel k(&entry_a);
+    k.upload(small);
+    const long long allocations = counter(dev, "allocations");
+    long long allocations_then = -1;
+    const reported r = unrecordable_marker(
+        dev, [&] { apgas::detail::gpu_launch(g, k.r); }, [&] { allocations_then = counter(dev, "allocations"); });
+    expect_ended_then_reported(r, "kernel");
+    EXPECT_EQ(allocations_then, allocations) << "the launch's buffers were not yet freed when its error was reported";
+    EXPECT_EQ(counter(dev, "kernel_launches"), 1);
+    apgas::finish([&] { apgas::detail::gpu_launch(g, k.r); });  // the place works on
+    EXPECT_EQ(counter(dev, "kernel_launches"), 2);
+    fake().synchronize(dev);
+    EXPECT_EQ(counter(dev, "allocations"), allocations);
+  });
+}
+
+// A copy on an in-order queue's stream, likewise.
+TEST_F(FakeGpu, AQueuedCopyWhoseMarkerCannotBeRecordedHasLandedWhenItFails) {
+  run_gpu(gpu_config(), [] {
+    const place g(2);
+    const int dev = device_of(g);
+    constexpr std::size_t n = 64 * KiB;
+    const std::vector<std::uint8_t> data = apgas_test::pattern(n, 41), again = apgas_test::pattern(n, 42);
+    const auto src = pinned_copy(data);
+    const auto src_again = pinned_copy(again);
+    auto x = apgas::make_remote_array<std::uint8_t>(g, n);
+    std::vector<std::uint8_t> landed;
+    const reported r = unrecordable_marker(
+        dev,
+        [&] {
+          auto q = apgas::in_order(g);
+          q.async_copy(std::span<const std::uint8_t>(src), x);
+        },
+        [&] { landed = fake().read<std::uint8_t>(dev, x.token(), n); });
+    expect_ended_then_reported(r, "queued host -> GPU");
+    EXPECT_EQ(first_difference(landed, data), -1) << "the copy had not landed when its error was reported";
+    apgas::pinned_vector<std::uint8_t> out(n, 0);
+    apgas::finish([&] {
+      auto q = apgas::in_order(g);
+      q.async_copy(std::span<const std::uint8_t>(src_again), x);
+      q.async_copy(x, 0, std::span<std::uint8_t>(out));
+    });
+    EXPECT_EQ(first_difference(out, again), -1);
+    apgas::free_remote_array(x);
+  });
+}
+
+// When the stream cannot be synchronised either, nothing says the operation has ended: the place is dead (the error
+// names both calls). A sticky error from cuEventRecord itself kills the place as every sticky error does.
+TEST_F(FakeGpu, AMarkerThatCannotBeRecordedOnAStreamThatCannotBeSynchronisedKillsThePlace) {
+  for (const bool sticky : {false, true}) {
+    fake().reset();
+    run_gpu(fresh_gpu_config(), [sticky] {
+      const place g(2);
+      const int dev = device_of(g);
+      constexpr std::size_t n = 64 * KiB;
+      const auto src = pinned_copy(apgas_test::pattern(n, 51));
+      auto a = apgas::make_remote_array<std::uint8_t>(g, n);
+      const reported r = unrecordable_marker(
+          dev, [&] { apgas::async_copy(std::span<const std::uint8_t>(src), a); }, [] {},
+          sticky ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_ERROR_INVALID_VALUE, sticky ? 0 : CUDA_ERROR_INVALID_HANDLE);
+      ASSERT_EQ(r.errors.size(), 1u);
+      EXPECT_EQ(r.dead, 1) << r.errors[0];
+      const std::string& what = r.errors[0];
+      EXPECT_TRUE(contains(what, "GPU place 2 (device 1) is dead")) << what;
+      EXPECT_TRUE(contains(what, "cuEventRecord")) << what;
+      if (sticky) {
+        EXPECT_TRUE(contains(what, "CUDA_ERROR_ILLEGAL_ADDRESS")) << what;
+      } else {
+        EXPECT_TRUE(contains(what, "CUDA_ERROR_INVALID_VALUE")) << what;
+        EXPECT_TRUE(contains(what, "cuStreamSynchronize")) << what;
+        EXPECT_TRUE(contains(what, "CUDA_ERROR_INVALID_HANDLE")) << what;
+      }
+      fake().synchronize(
+          dev);  // (the fake GPU itself is healthy in the first case: its copy runs; src must outlive it)
+      EXPECT_THROW((void)apgas::make_remote_array<int>(g, 1), apgas::dead_place_exception);
+      auto ok = apgas::make_remote_array<int>(place(1), 1);  // the other GPU lives on
+      apgas::free_remote_array(ok);
+    });
+  }
 }
 
 // ---- 3: a driver older than the CUDA this apgas was built with (ctest apgas.cuda_fake.old_driver) -------------

@@ -10,8 +10,13 @@
 
 #include <apgas/queue.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 // The tests' way to the queue's state (queue.hpp names this class a friend).
@@ -244,6 +249,83 @@ TEST_F(FakeGpu, QueuedGpuToGpuCopies) {
     apgas::free_remote_array(x);
     apgas::free_remote_array(y);
     apgas::free_remote_array(z);
+  });
+}
+
+// A constant kernel of a queue: after the kernel, an event wait makes the queue wait for it. If that wait cannot be
+// enqueued, the queue would not wait for the kernel and nothing would see it end: the kernel's stream is synchronised
+// before the launch fails, so the kernel has run when its error is reported. The GPU is paused; while the launch call
+// stalls (the kernel enqueued), the next event wait is made to fail; a helper lets the GPU go on after 200 ms.
+TEST_F(FakeGpu, AQueueThatCannotBeMadeToWaitForItsConstantKernelReportsItOnceTheKernelRan) {
+  run_gpu(gpu_config(), [] {
+    const place g(1);
+    const int dev = device_of(g);
+    auto constant_buffer = apgas::make_remote_array<std::uint8_t>(g, 64 * KiB);
+    g_constant_address = constant_buffer.token();
+    auto x = apgas::make_remote_array<std::uint64_t>(g, 4, std::uint64_t{0x5EE});
+    hand_made_kernel k(&entry_c);
+    k.tag(9);
+    const std::vector<std::uint64_t> constant{7, 8};
+    k.r.constant = std::as_bytes(std::span<const std::uint64_t>(constant));
+    const long long launches = counter(dev, "kernel_launches");
+    fake().watch(dev, x.token());
+    fake().trace(dev, 1);
+    fake().pause(dev, 1);
+    fake().stall_next(dev, "cuLaunchKernel", 50000, 1);
+    const auto start = std::chrono::steady_clock::now();
+    std::atomic<bool> released{false};
+    std::thread helper([&] {
+      while (counter(-1, "stalling") == 0 && std::chrono::steady_clock::now() < start + std::chrono::seconds(5)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      fake().fail_next(dev, "cuStreamWaitEvent", CUDA_ERROR_INVALID_VALUE, 1);
+      std::this_thread::sleep_until(start + std::chrono::milliseconds(200));
+      released = true;
+      fake().pause(dev, 0);
+    });
+    std::vector<std::string> errors;
+    bool released_then = false;
+    std::vector<apgas_fake_cuda_trace_entry> trace_then;
+    try {
+      apgas::finish([&] {
+        auto q = apgas::in_order(g);
+        queue_kernel(q, k);
+      });
+      ADD_FAILURE() << "the finish reported nothing";
+    } catch (const apgas::multiple_exceptions& m) {
+      released_then = released.load();
+      trace_then = fake().trace_of(dev);
+      for (const auto& e : m.exceptions()) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          errors.emplace_back(x.what());
+        }
+      }
+    }
+    helper.join();
+    fake().trace(dev, 0);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_TRUE(contains(errors[0], "cuStreamWaitEvent")) << errors[0];
+    EXPECT_TRUE(contains(errors[0], "CUDA_ERROR_INVALID_VALUE")) << errors[0];
+    EXPECT_TRUE(released_then) << "the error was reported while the GPU was paused, the kernel still queued";
+    EXPECT_EQ(counter(dev, "kernel_launches") - launches, 1);
+    const auto kernel = std::find_if(trace_then.begin(), trace_then.end(), [](const auto& e) { return e.kind == 'k'; });
+    ASSERT_NE(kernel, trace_then.end());
+    EXPECT_EQ(kernel->seen, 0x5EEu) << "the kernel had not run when its error was reported";
+    // The place and its queues work on.
+    const apgas::pinned_vector<std::uint64_t> a(4, 0xA1);
+    apgas::pinned_vector<std::uint64_t> out(4, 0);
+    apgas::finish([&] {
+      auto q = apgas::in_order(g);
+      queue_kernel(q, k);
+      q.async_copy(std::span<const std::uint64_t>(a), x);
+      q.async_copy(x, 0, std::span<std::uint64_t>(out));
+    });
+    EXPECT_EQ(out[0], 0xA1u);
+    EXPECT_EQ(counter(dev, "kernel_launches") - launches, 2);
+    apgas::free_remote_array(x);
+    apgas::free_remote_array(constant_buffer);
   });
 }
 
