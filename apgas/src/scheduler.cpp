@@ -6,6 +6,7 @@
 
 #include <apgas/error.hpp>
 
+#include <cxxabi.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -78,8 +79,13 @@ void complete_handoff(fiber_ctx* self, boost::context::fiber&& back) {
 
 // Switch from `from` (running now on worker `w`) to `to` (suspended); returns when `from` is resumed, perhaps on
 // another worker (complete_handoff reads that one).
+// The thread's exception-handling state goes with the fiber (eh_state.hpp): saved into `from`, `to`'s installed; when
+// `from` is resumed, whoever resumes it has installed its state on that thread.
 void switch_to(worker* w, fiber_ctx* from, fiber_ctx* to, publish_fn publish, void* arg) {
   w->pending = handoff{from, publish, arg};
+  eh_state* const eh = w->eh;
+  from->eh = *eh;
+  *eh = to->eh;
   san::before_switch(from->marks, to->marks);
   boost::context::fiber back = std::move(to->cont).resume();
   complete_handoff(from, std::move(back));
@@ -137,10 +143,14 @@ boost::context::fiber loop_main(fiber_ctx* self) {
 // Enter `f` from the thread's own stack and come back when a loop fiber has ended on this thread.
 void run_until_exit(worker* w, fiber_ctx* f) {
   w->pending = handoff{&w->thread_ctx, nullptr, nullptr};
+  eh_state* const eh = w->eh;
+  w->thread_ctx.eh = *eh;  // (a thread that calls apgas::run from a catch handler keeps its handler)
+  *eh = f->eh;
   san::before_switch(w->thread_ctx.marks, f->marks);
   // Only a loop fiber that ends comes back here (Boost frees its stack on the way); nothing to take over.
   (void)std::move(f->cont).resume();
   san::after_switch(w->thread_ctx.marks, nullptr);
+  *eh = w->thread_ctx.eh;  // (the loop fiber ended at the top of its loop: no handler open)
   fiber_ctx* dead = std::exchange(w->exited, nullptr);
   san::destroy_fiber(dead->marks);
   delete dead;  // its stack was released by Boost when it ended
@@ -155,6 +165,10 @@ scheduler* the_scheduler() noexcept { return g_scheduler.load(std::memory_order_
 void set_scheduler(scheduler* s) noexcept { g_scheduler.store(s, std::memory_order_release); }
 
 [[gnu::noipa]] worker* this_worker() noexcept { return t_worker; }
+
+[[gnu::noipa]] eh_state* thread_eh_state() noexcept {
+  return reinterpret_cast<eh_state*>(abi::__cxa_get_globals());
+}
 
 [[gnu::noipa]] task* current_task() noexcept {
   worker* w = t_worker;
@@ -256,6 +270,7 @@ void scheduler::stop() {
 
 void scheduler::worker_main(worker* w) {
   t_worker = w;
+  w->eh = thread_eh_state();
   enter_signal_stack();
   san::adopt_thread(w->thread_ctx.marks);
   w->running = &w->thread_ctx;

@@ -19,6 +19,7 @@
 //    may resume on another thread.
 
 #include "deque.hpp"
+#include "eh_state.hpp"
 #include "sanitizer.hpp"
 #include <apgas/detail/spin_mutex.hpp>
 
@@ -42,6 +43,7 @@ struct fiber_ctx {
   boost::context::fiber cont;  // the suspended continuation; empty while the fiber runs
   task* current = nullptr;     // the innermost activity on this fiber when it parked (null for idle loop fibers)
   san::fiber_marks marks;
+  eh_state eh;                 // its exception-handling state while suspended (eh_state.hpp; none for a new fiber)
 };
 
 /// Publish step of a park: run on the next fiber once `self` is fully suspended (see park()).
@@ -63,6 +65,7 @@ struct worker {
   fiber_ctx* exited = nullptr;          // a loop fiber that just ended on this thread (to be deleted by it)
   task* current_task = nullptr;
   handoff pending;                      // set by a switching fiber, completed by the one it switches to
+  eh_state* eh = nullptr;               // this OS thread's exception-handling state (eh_state.hpp)
   std::uint64_t rng = 0;
   bool solo = false;                    // the only worker: no thief and no other sleeper exist
   int nap_us = 0;                       // the idle poller's next nap (grows while naps are fruitless)

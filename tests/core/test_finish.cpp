@@ -781,6 +781,73 @@ TEST_P(Workers, CountAndIndexInRange) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, Workers, testing::Values(1, 2, 3, 4, 8), apgas_test::workers_name);
 
+// An activity that waits inside a catch handler (here a `when`, released only once all of them have caught their
+// own exception, so each parks there while the others throw and catch on the same threads) still handles its own
+// exception afterwards, on whatever thread it resumed: the exception it names, `throw;` rethrowing it, and
+// std::uncaught_exceptions() in a destructor run by unwinding after a wait. (The C++ run-time keeps the exceptions
+// being handled per OS thread; fibers used to share them: `throw;` rethrew another activity's exception.)
+TEST_P(Workers, AnActivityWaitingInACatchHandlerKeepsItsOwnException) {
+  run_on(GetParam(), [] {
+    constexpr int n = 48;
+    int caught = 0;
+    std::atomic<int> wrong{0}, right{0};
+    apgas::finish([&] {
+      for (int i = 0; i < n; ++i) {
+        apgas::async([&, i] {
+          try {
+            throw custom_error(i);
+          } catch (const custom_error& e) {
+            apgas::atomic([&] { ++caught; });
+            apgas::when([&] { return caught == n; }, [] {});  // parks here
+            if (e.value != i) wrong++;
+            try {
+              throw;
+            } catch (const custom_error& again) {
+              (again.value == i ? right : wrong)++;
+            }
+          }
+        });
+      }
+    });
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_EQ(right.load(), n);
+
+    // Unwinding through a destructor that waits (until the other half has looked): inside it the activity sees its
+    // own exception in flight; the others, running meanwhile on the same threads, see none.
+    int unwinding = 0, looked = 0;
+    std::atomic<int> in_flight{0}, clean{0};
+    struct waits_in_destructor {
+      int& unwinding;
+      int& looked;
+      std::atomic<int>& in_flight;
+      ~waits_in_destructor() {
+        apgas::atomic([&] { ++unwinding; });
+        apgas::when([&] { return looked == n / 2; }, [] {});  // parks here, mid-unwind
+        if (std::uncaught_exceptions() == 1) in_flight++;
+      }
+    };
+    apgas::finish([&] {
+      for (int i = 0; i < n; ++i) {
+        apgas::async([&, i] {
+          if (i % 2 == 0) {
+            try {
+              waits_in_destructor w{unwinding, looked, in_flight};
+              throw custom_error(i);
+            } catch (const custom_error&) {
+            }
+          } else {
+            apgas::when([&] { return unwinding == n / 2; }, [] {});
+            if (std::uncaught_exceptions() == 0) clean++;
+            apgas::atomic([&] { ++looked; });
+          }
+        });
+      }
+    });
+    EXPECT_EQ(in_flight.load(), n / 2);
+    EXPECT_EQ(clean.load(), n / 2);
+  });
+}
+
 namespace {
 int threads_of_this_process() {
   std::ifstream status("/proc/self/status");
