@@ -123,7 +123,15 @@ struct team_slot {
   std::vector<std::int32_t> sigs;             // by team rank: the operation's signature in the part (-1: none yet)
   int arrived = 0;
   int expected = 0;  // what the waiter waits for
+  std::int32_t sig = -1;  // the waiter's signature: a part with another one wakes it at once (it then throws)
   completion* waiter = nullptr;
+};
+
+// Where this place is in a team's operations (they run one after another at each member, in the same order).
+struct team_progress {
+  std::uint64_t begun = 0;     // operations begun here
+  std::uint64_t done = 0;      // the last one whose parts this place has taken, or in which it receives none
+  std::vector<std::uint64_t> refused;  // operations refused for a member at another one: late parts are dropped
 };
 
 // Clock reports from one place to this one, applied in the order they were made (their sequence numbers): the
@@ -160,7 +168,7 @@ struct dist_state final : transport::handler {
   std::vector<dist_home*> spare_homes;  // home records of ended finishes, reused (all-zero balance, sized)
   std::uint64_t next_token = 1;
   std::pmr::unordered_map<std::uint64_t, pending_at*> ats{&pool};
-  std::pmr::map<std::uint64_t, std::uint64_t> team_seqs{&pool};  // team id -> operations begun at this place
+  std::pmr::map<std::uint64_t, team_progress> team_seqs{&pool};  // team id -> where this place is in it
   std::uint64_t team_splits = 0;
   std::pmr::map<std::pair<std::uint64_t, std::uint64_t>, team_slot> team{&pool};  // (team id, operation) -> parts
   std::uint64_t next_ticket = 1;

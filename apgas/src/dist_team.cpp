@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <span>
 #include <string>
@@ -51,27 +53,62 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
   }
   std::vector<std::byte> payload(bytes.begin() + static_cast<std::ptrdiff_t>(r.position()), bytes.end());
   completion* wake_it = nullptr;
+  const std::uint64_t op = seq & seq_mask;
+  const auto sig = static_cast<std::int32_t>(seq >> sig_shift);
   {
     std::lock_guard lock(d.mutex);
-    team_slot& s = d.team[{team, seq & seq_mask}];
+    const team_progress& at = d.team_seqs[team];
+    if (std::find(at.refused.begin(), at.refused.end(), op) != at.refused.end()) return;  // (its waiter has thrown)
+    if (op <= at.done) {
+      // A part for an operation this place has finished, or in which it receives nothing: its sender was at another
+      // operation, or named another root. The member that should have had it waits for it, for ever: stop the job,
+      // saying why, rather than hang (nothing here waits for the part, so there is no activity to throw to).
+      std::fprintf(stderr,
+                   "apgas: place %d: a part of operation %llu of a team came from team rank %d, but this place has "
+                   "finished that operation or receives nothing in it: the members called the team's operations in "
+                   "different orders, or named different roots (a member waiting for a part that went elsewhere "
+                   "would wait for ever); stopping\n",
+                   d.rank, static_cast<unsigned long long>(op), static_cast<int>(from));
+      obs::emergency_dump("a team operation was called differently at its members");
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+    team_slot& s = d.team[{team, op}];
     size_slot(s, d.size);
-    s.sigs[static_cast<std::size_t>(from)] = static_cast<std::int32_t>(seq >> sig_shift);
+    s.sigs[static_cast<std::size_t>(from)] = sig;
     s.parts[static_cast<std::size_t>(from)] = std::move(payload);
     s.failed[static_cast<std::size_t>(from)] = failed;
     s.arrived += 1;
-    if (s.waiter != nullptr && s.arrived == s.expected) wake_it = std::exchange(s.waiter, nullptr);
+    if (s.waiter != nullptr && (s.arrived == s.expected || sig != s.sig)) wake_it = std::exchange(s.waiter, nullptr);
   }
   if (wake_it != nullptr) wake_it->signal();
 }
 
-std::uint64_t team_begin(std::uint64_t team, const char* what, int root) {
+std::uint64_t team_begin(std::uint64_t team, const char* what, int root, bool receives) {
   require_unrestricted_activity(what);
   std::uint32_t sig = 2166136261u;  // FNV-1a of the operation's name, then its root
   for (const char* c = what; *c != '\0'; ++c) sig = (sig ^ static_cast<unsigned char>(*c)) * 16777619u;
   sig = (sig ^ static_cast<std::uint32_t>(root + 1)) * 16777619u;
   dist_state& d = *g_dist;
   std::lock_guard lock(d.mutex);
-  const std::uint64_t seq = ++d.team_seqs[team] & seq_mask;
+  team_progress& at = d.team_seqs[team];
+  const std::uint64_t seq = ++at.begun & seq_mask;
+  if (!receives) {
+    at.done = seq;
+    // Parts may have come for it already (their senders were at another operation): the same as one that comes now.
+    if (const auto it = d.team.find({team, seq}); it != d.team.end()) {
+      int from = 0;
+      while (from < d.size && it->second.sigs[static_cast<std::size_t>(from)] < 0) ++from;
+      std::fprintf(stderr,
+                   "apgas: place %d: %s (operation %llu of a team), in which this place receives nothing, got a part "
+                   "from team rank %d: the members called the team's operations in different orders, or named "
+                   "different roots (a member waiting for a part that went elsewhere would wait for ever); stopping\n",
+                   d.rank, what, static_cast<unsigned long long>(seq), from);
+      obs::emergency_dump("a team operation was called differently at its members");
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  }
   return seq | static_cast<std::uint64_t>((sig ^ (sig >> 16)) & 0xffffu) << sig_shift;
 }
 
@@ -98,17 +135,23 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
   completion c;
   bool wait = false;
   std::vector<std::int32_t> sigs;
+  const auto sig = static_cast<std::int32_t>(seq >> sig_shift);
+  const auto mismatch = [sig](const std::vector<std::int32_t>& got) {
+    return std::any_of(got.begin(), got.end(), [sig](std::int32_t g) { return g >= 0 && g != sig; });
+  };
   {
     std::lock_guard lock(d.mutex);
     team_slot& s = d.team[{team, seq & seq_mask}];
     size_slot(s, d.size);
-    if (s.arrived < expected) {
+    if (s.arrived < expected && !mismatch(s.sigs)) {
       s.expected = expected;
+      s.sig = sig;
       s.waiter = &c;
       wait = true;
     }
   }
   if (wait) c.wait();
+  bool refused = false;
   {
     std::lock_guard lock(d.mutex);
     auto it = d.team.find({team, seq & seq_mask});
@@ -116,11 +159,18 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
     out.failed = std::move(it->second.failed);
     sigs = std::move(it->second.sigs);
     d.team.erase(it);
+    team_progress& at = d.team_seqs[team];
+    at.done = seq & seq_mask;
+    refused = mismatch(sigs);
+    if (refused) {  // (woken early: parts still to come are dropped; the few most recent such operations kept)
+      if (at.refused.size() == 64) at.refused.erase(at.refused.begin());
+      at.refused.push_back(seq & seq_mask);
+    }
   }
   if (traced) [[unlikely]]
     obs::span_end(obs::cat_team);
-  for (std::size_t m = 0; m < sigs.size(); ++m) {
-    if (sigs[m] >= 0 && static_cast<std::uint64_t>(sigs[m]) != seq >> sig_shift) {
+  for (std::size_t m = 0; refused && m < sigs.size(); ++m) {
+    if (sigs[m] >= 0 && sigs[m] != sig) {
       throw illegal_operation_exception(
           "apgas::team: operation " + std::to_string(seq & seq_mask) + " of this team: the member of team rank " +
           std::to_string(m) +

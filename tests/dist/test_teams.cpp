@@ -501,6 +501,27 @@ TEST(Team, MisuseIsReportedWhereItHappens) {
           EXPECT_NE(std::string(e.what()).find("sent a part of another operation"), std::string::npos) << e.what();
         }
       }
+      // A root that receives a part of another operation (place 0 in reduce to itself, the others in a broadcast
+      // from place 1, which sends to place 0 too) throws at once, naming the sender, instead of waiting for the part
+      // that place 2 will never send; the broadcast is complete at the others.
+      {
+        std::vector<long> v2(2, me);
+        try {
+          if (me == 0) {
+            w.reduce(std::span<long>(v2), [](long x, long y) { return x + y; }, apgas::place(0));
+            ADD_FAILURE() << "reduce against broadcast";
+          } else {
+            w.broadcast(std::span<long>(v2), apgas::place(1));
+            EXPECT_EQ(v2[0], 1);
+          }
+        } catch (const apgas::illegal_operation_exception& e) {
+          EXPECT_EQ(me, 0) << e.what();
+          EXPECT_NE(std::string(e.what()).find("the member of team rank 1 sent a part of another operation, or named "
+                                               "another root"),
+                    std::string::npos)
+              << e.what();
+        }
+      }
       // The team still works afterwards: every member went through every operation.
       std::vector<long> s(2, me);
       w.allreduce(std::span<long>(s), [](long x, long y) { return x + y; });

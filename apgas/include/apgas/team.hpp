@@ -11,9 +11,13 @@
 /// Every member passes the same root and the same element type; lengths may differ only where a `v` form says so.
 /// Errors name the value and the limit. A wrong root (not a place, a GPU place, not a member) that every member
 /// passes is refused before anything is sent (illegal_operation_exception, bad_place_exception). Members are not
-/// checked against each other before anything is sent: members that name different roots may wait for ever; a part
-/// of another operation or root than the receiver's (at the same point of the team's sequence) is refused with
-/// illegal_operation_exception naming the sender's team rank. A member whose own arguments are wrong
+/// checked against each other before anything is sent; a part of another operation or root than the receiver's (at
+/// the same point of the team's sequence) is refused with illegal_operation_exception naming the sender's team rank,
+/// as soon as it arrives (the receiver does not wait for the parts still missing). A part that reaches a place which
+/// receives nothing in that operation (e.g. a reduce to another root), or has finished it, means that its rightful
+/// receiver would wait for ever: that place stops the job with exit code 3 and a message saying so. Members that are
+/// all waiting, each for a part none of them sends (a reduce to place 0 at place 0, a broadcast from place 0 at the
+/// others), still wait for ever. A member whose own arguments are wrong
 /// (a length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
 /// illegal_operation_exception; a member that receives a failed part, or a part of the wrong length, throws
 /// illegal_operation_exception naming the other place.
@@ -43,8 +47,11 @@ struct team_parts {
 };
 /// The next operation of team `team` at this place (checks that the caller is an unrestricted activity). The number
 /// carries a signature of `what` and `root` (-1: none) in its top 16 bits: team_wait refuses a part sent by a member
-/// that was at another operation, or named another root, at that point.
-std::uint64_t team_begin(std::uint64_t team, const char* what, int root = -1);
+/// that was at another operation, or named another root, at that point. `receives`: whether this place takes parts
+/// in it (team_wait); a part that comes for an operation in which it takes none, or that it has finished, stops the
+/// job with a message (its sender was at another operation or named another root, and whoever should have had the
+/// part would wait for ever).
+std::uint64_t team_begin(std::uint64_t team, const char* what, int root = -1, bool receives = true);
 /// One part of operation `seq` from team rank `from` to place `to`.
 void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes,
                bool failed = false);
@@ -234,7 +241,7 @@ void team::reduce(std::span<T> inout, Op op, place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::reduce: T must be trivially copyable");
   const char* what = "apgas::team::reduce";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r);
+  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
     send_to(seq, r, std::as_bytes(inout), {});
     return;
@@ -277,7 +284,7 @@ void team::broadcast(std::span<T> data, place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::broadcast: T must be trivially copyable");
   const char* what = "apgas::team::broadcast";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r);
+  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ != r);
   if (rank_ == r) {
     for (int i = 0; i < size_; ++i) {
       if (i != r) send_to(seq, i, std::as_bytes(data), {});
@@ -297,7 +304,7 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gather: T must be trivially copyable");
   const char* what = "apgas::team::gather";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r);
+  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
     send_to(seq, r, std::as_bytes(mine), {});
     return;
@@ -328,7 +335,7 @@ void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> o
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gatherv: T must be trivially copyable");
   const char* what = "apgas::team::gatherv";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r);
+  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
     send_to(seq, r, std::as_bytes(mine), {});
     return;
@@ -355,7 +362,7 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatter: T must be trivially copyable");
   const char* what = "apgas::team::scatter";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r);
+  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ != r);
   const std::size_t k = mine.size();
   if (rank_ == r) {
     std::string err;
@@ -387,7 +394,7 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatterv: T must be trivially copyable");
   const char* what = "apgas::team::scatterv";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r);
+  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ != r);
   if (rank_ == r) {
     const std::string err = detail::team_counts_error(what, counts, size_, "in holds", in.size(), r, mine.size(),
                                                       "the root's mine holds");
