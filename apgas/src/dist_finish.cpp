@@ -107,7 +107,7 @@ void merge_partial(finish_state& fs, reader& r) {
       throw serialization_error("apgas: malformed report: a partial value of a reducer that is not shipped");
     }
     if (p.partial == nullptr) {
-      reader rr(p.creducer);
+      reader rr(p.creducer, SIZE_MAX);  // (between places: no size limit but memory)
       p.partial = p.cops->make(rr);
     }
     p.cops->merge(p.partial, r);
@@ -139,7 +139,7 @@ void proxy_offer(finish_state& fs, const void* value, const std::type_info& type
   }
   std::lock_guard lock(p.lock());
   if (p.partial == nullptr) {
-    reader r(p.creducer);
+    reader r(p.creducer, SIZE_MAX);
     p.partial = o->make(r);
   }
   o->combine(p.partial, value);

@@ -58,10 +58,21 @@ void register_exception(const char* type_name, exception_factory make) {
 }
 
 std::exception_ptr make_registered_exception(const std::string& type_name, const std::string& what) {
-  auto& r = exceptions();
-  std::lock_guard lock(r.mutex);
-  auto it = r.by_name.find(type_name);
-  return it == r.by_name.end() ? nullptr : it->second(what);
+  exception_factory make = nullptr;
+  {
+    auto& r = exceptions();
+    std::lock_guard lock(r.mutex);
+    auto it = r.by_name.find(type_name);
+    if (it == r.by_name.end()) return nullptr;
+    make = it->second;
+  }
+  // The user's constructor, outside the lock; if it cannot rebuild the exception from its message (it throws), the
+  // exception arrives as remote_error instead: a report that cannot be decoded would leave its finish waiting.
+  try {
+    return make(what);
+  } catch (...) {
+    return nullptr;
+  }
 }
 
 std::string demangle(const char* mangled) {

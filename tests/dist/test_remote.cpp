@@ -28,6 +28,11 @@ struct registered_error : std::runtime_error {
   explicit registered_error(const std::string& s) : std::runtime_error(s) {}
 };
 const bool registered = (apgas::register_exception<registered_error>(), true);
+// Registered, but its constructor cannot rebuild it from its own what() (it parses a number and adds a prefix).
+struct coded_error : std::runtime_error {
+  explicit coded_error(const std::string& code) : std::runtime_error("code " + code) { (void)std::stoi(code); }
+};
+const bool coded_registered = (apgas::register_exception<coded_error>(), true);
 
 int nplaces() { return apgas::num_hosts(); }
 apgas::place next(apgas::place p) { return apgas::place((p.id() + 1) % apgas::num_hosts()); }
@@ -417,6 +422,30 @@ TEST(Remote, AMessageOverOneGiBIsDelivered) {
     ASSERT_EQ(back.size(), n);
     EXPECT_EQ(back[n / 2], 'm');
     EXPECT_EQ(back[n - 1], 'y');
+  });
+}
+
+// A registered exception that cannot be rebuilt at the receiver arrives as remote_error (type and text kept); its
+// finish ends. (The failed rebuild used to drop the whole report: the finish hung.)
+TEST(Remote, ARegisteredExceptionThatCannotBeRebuiltArrivesAsRemoteError) {
+  run_everywhere([] {
+    const apgas::place there = apgas::places().back();
+    try {
+      apgas::finish([&] { apgas::async_at(there, [] { throw coded_error("7"); }); });
+      ADD_FAILURE() << "finish did not throw";
+    } catch (const apgas::multiple_exceptions& m) {
+      ASSERT_EQ(m.size(), 1u);
+      const auto remote = m.of_type<apgas::remote_error>();
+      ASSERT_EQ(remote.size(), 1u);
+      EXPECT_NE(remote[0]->type_name().find("coded_error"), std::string::npos) << remote[0]->type_name();
+      EXPECT_EQ(remote[0]->message(), "code 7");
+    }
+    try {
+      apgas::at(there, [] { throw coded_error("8"); });
+      ADD_FAILURE() << "at did not throw";
+    } catch (const apgas::remote_error& e) {
+      EXPECT_EQ(e.message(), "code 8");
+    }
   });
 }
 

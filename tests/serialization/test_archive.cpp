@@ -443,6 +443,12 @@ TEST(ArchiveRoundTrip, UserTypeWithSerializeMember) {
   const partial out = apgas::deserialize<partial>(b);
   EXPECT_EQ(out.kept, 5);
   EXPECT_EQ(out.not_sent, 0);
+  // In a std::array too (it is trivially copyable, but its elements' serialize member wins).
+  const std::array<partial, 2> two{partial{1, 2}, partial{3, 4}};
+  EXPECT_EQ(apgas::serialize(two).size(), 2 * sizeof(int));
+  const auto back = apgas::deserialize<std::array<partial, 2>>(apgas::serialize(two));
+  EXPECT_EQ(back[1].kept, 3);
+  EXPECT_EQ(back[1].not_sent, 0);
 
   const node tree{1, {node{2, {node{3, {}}}}, node{4, {}}}};
   EXPECT_EQ(round_trip(tree), tree);
@@ -766,6 +772,42 @@ TEST(ArchiveMalformed, VariantIndexOutOfRange) {
   const std::string msg = decode_error<W>(w.take());
   EXPECT_TRUE(contains(msg, "variant index 2")) << msg;
   EXPECT_TRUE(contains(msg, "has 2 alternatives")) << msg;
+}
+
+// A std::array goes element by element unless its elements are their bytes: the index of a variant, the flag of an
+// optional, a bool inside one are checked, and an element's own serialize member is used.
+TEST(ArchiveMalformed, ArraysOfCheckedElementsAreChecked) {
+  static_assert(!apgas::ser::is_bitwise_v<std::array<std::variant<int, float>, 1>>);
+  static_assert(!apgas::ser::is_bitwise_v<std::array<bool, 2>>);
+  static_assert(apgas::ser::is_bitwise_v<std::array<int, 3>>);
+  {
+    apgas::writer w;
+    w & std::uint32_t{9} & 1;
+    const std::string msg = decode_error<std::array<std::variant<int, float>, 1>>(w.take());
+    EXPECT_TRUE(contains(msg, "variant index 9")) << msg;
+  }
+  {
+    apgas::writer w;
+    w & std::uint8_t{0} & std::uint8_t{7};
+    const std::string msg = decode_error<std::array<bool, 2>>(w.take());
+    EXPECT_TRUE(contains(msg, "bool byte 7")) << msg;
+  }
+  {
+    apgas::writer w;
+    w & std::uint8_t{5} & 1;
+    const std::string msg = decode_error<std::array<std::optional<int>, 1>>(w.take());
+    EXPECT_TRUE(contains(msg, "optional flag 5")) << msg;
+  }
+  const std::array<std::variant<int, float>, 2> a{1, 2.5f};
+  EXPECT_EQ((apgas::deserialize<std::array<std::variant<int, float>, 2>>(apgas::serialize(a))), a);
+}
+
+TEST(ArchiveMalformed, AMapHoldingOneKeyTwiceIsRefused) {
+  apgas::writer w;
+  w.write_length(2);
+  w & 1 & std::string("a") & 1 & std::string("b");
+  const std::string msg = decode_error<std::map<int, std::string>>(w.take());
+  EXPECT_TRUE(contains(msg, "holds one key twice (entry 1)")) << msg;
 }
 
 TEST(ArchiveMalformed, OptionalFlagTwo) {

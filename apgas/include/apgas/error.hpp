@@ -146,7 +146,9 @@ std::exception_ptr make_registered_exception(const std::string& type_name, const
 }  // namespace detail
 
 /// Let exceptions of type E keep their type when they cross places: E must be constructible from a std::string
-/// (its what() is sent). Call it at start-up in every process (static initialisation or before apgas::run).
+/// (its what() is sent, and E is rebuilt at the receiver from that text: a constructor that adds a prefix adds it
+/// again; one that throws on the text makes the exception arrive as remote_error). Call it at start-up in every
+/// process (static initialisation or before apgas::run).
 template <class E>
 void register_exception() {
   static_assert(std::is_constructible_v<E, std::string>,

@@ -103,12 +103,33 @@ void remote_async(place p, const F& f, const Args&... args) {
   send_async(p, ser::registry::id_of(async_entry<F, Args...>::handle), std::move(w));
 }
 
+/// Whether a result type holds a span_view (a view into a message: a reply's buffer is gone when at() returns).
+template <class T>
+struct holds_span_view : std::false_type {};
+template <class T>
+struct holds_span_view<span_view<T>> : std::true_type {};
+template <class T, class A>
+struct holds_span_view<std::vector<T, A>> : holds_span_view<T> {};
+template <class T, std::size_t N>
+struct holds_span_view<std::array<T, N>> : holds_span_view<T> {};
+template <class T>
+struct holds_span_view<std::optional<T>> : holds_span_view<T> {};
+template <class A, class B>
+struct holds_span_view<std::pair<A, B>> : std::bool_constant<holds_span_view<A>::value || holds_span_view<B>::value> {};
+template <class... Ts>
+struct holds_span_view<std::tuple<Ts...>> : std::bool_constant<(holds_span_view<Ts>::value || ...)> {};
+template <class... Ts>
+struct holds_span_view<std::variant<Ts...>> : std::bool_constant<(holds_span_view<Ts>::value || ...)> {};
+
 template <class F, class... Args>
 auto remote_at(place p, const F& f, const Args&... args) {
   using R = typename at_entry<F, Args...>::R;
   (ser::check_serializable<Args>(), ...);
   if constexpr (!std::is_void_v<R>) {
     ser::check_serializable<std::decay_t<R>>();
+    static_assert(!holds_span_view<std::decay_t<R>>::value,
+                  "apgas::at: a result cannot be (or hold) an apgas::span_view: it would view the reply's buffer, "
+                  "gone when at() returns; return a std::vector");
   }
   writer w = begin_message();
   w.write_bytes(&f, sizeof(F));

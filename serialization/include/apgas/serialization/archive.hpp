@@ -13,8 +13,10 @@
 ///    specialisation of apgas::serializer<T> with static save(writer&, const T&) and load(reader&, T&);
 ///  - large contiguous data: write_span(span<const T>) / read_span<T>() — on decode a zero-copy view into the message
 ///    (the payload is padded to alignof(T) relative to the buffer start; message buffers are 16-byte aligned).
-/// Nesting (containers and user types inside each other) is bounded by max_depth. Raw pointers are rejected at
-/// compile time; no code address is ever encoded (closures travel as registry ids, see registry.hpp).
+/// Nesting (containers and user types inside each other) is bounded by max_depth. Raw pointers and views (string_view,
+/// span, reference_wrapper) are rejected at compile time; no code address is ever encoded (closures travel as
+/// registry ids, see registry.hpp). A trivially copyable struct travels as its bytes: pointers or views inside it
+/// cannot be seen, and neither can an enum or bool member holding a value its type does not have.
 /// Every decoding failure throws apgas::serialization_error naming what was being read and the numbers involved.
 
 #include <apgas/error.hpp>
@@ -24,10 +26,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -64,8 +68,20 @@ template <class T>
 struct has_serializer<T, std::void_t<decltype(serializer<T>::save(std::declval<writer&>(), std::declval<const T&>()))>>
     : std::true_type {};
 
+/// Types that refer to memory of this place without owning it: meaningless at another place. A struct member of
+/// such a type cannot be seen here (a trivially copyable struct travels as its bytes): that is the user's care.
 template <class T>
-struct is_pointer_like : std::bool_constant<std::is_pointer_v<T> || std::is_member_pointer_v<T>> {};
+struct is_view_like : std::false_type {};
+template <class C, class Tr>
+struct is_view_like<std::basic_string_view<C, Tr>> : std::true_type {};
+template <class T, std::size_t E>
+struct is_view_like<std::span<T, E>> : std::true_type {};
+template <class T>
+struct is_view_like<std::reference_wrapper<T>> : std::true_type {};
+
+template <class T>
+struct is_pointer_like
+    : std::bool_constant<std::is_pointer_v<T> || std::is_member_pointer_v<T> || is_view_like<T>::value> {};
 
 /// std::optional and std::variant of trivially copyable types are trivially copyable too, but their bytes hold a
 /// flag / an index that decoding must check (and padding that must not travel): they always use their codec.
@@ -79,11 +95,17 @@ template <class... Ts>
 struct is_tagged<std::variant<Ts...>> : std::true_type {};
 
 /// Types encoded as their bytes. Pointers are excluded (no address travels); a user type that defines serialize or a
-/// serializer specialisation uses that instead even if it is trivially copyable.
+/// serializer specialisation uses that instead even if it is trivially copyable. A std::array is its bytes only when
+/// its element type is (an array of optionals, variants, bools or user types goes element by element, checked).
 template <class T>
-inline constexpr bool is_bitwise_v = std::is_trivially_copyable_v<T> && !is_pointer_like<T>::value &&
-                                     !has_member_serialize<T>::value && !has_serializer<T>::value &&
-                                     !std::is_array_v<T> && !is_tagged<T>::value;
+struct is_bitwise
+    : std::bool_constant<std::is_trivially_copyable_v<T> && !is_pointer_like<T>::value &&
+                         !has_member_serialize<T>::value && !has_serializer<T>::value && !std::is_array_v<T> &&
+                         !is_tagged<T>::value> {};
+template <class T, std::size_t N>
+struct is_bitwise<std::array<T, N>> : std::bool_constant<is_bitwise<T>::value && !has_serializer<std::array<T, N>>::value> {};
+template <class T>
+inline constexpr bool is_bitwise_v = is_bitwise<T>::value;
 
 }  // namespace ser
 
@@ -116,6 +138,8 @@ class writer {
   void write_span(std::span<const T> s) {
     static_assert(ser::is_bitwise_v<T>, "apgas::writer::write_span: the element type must be trivially copyable "
                                         "and contain no pointers");
+    static_assert(alignof(T) <= 16, "apgas::writer::write_span: the element type is aligned to more than 16 bytes, the alignment "
+                                    "of message buffers");
     write_length(s.size());
     align_to(alignof(T));
     write_bytes(s.data(), s.size_bytes());
@@ -169,6 +193,9 @@ class reader {
   std::size_t read_length(std::size_t min_elem_bytes, const char* what) {
     std::uint64_t n = 0;
     read_bytes(&n, sizeof n, what);
+    // An element is taken to need at least one byte even where its type does not say (a user type: 0), so that a
+    // malformed length cannot make a decoder loop for ever over nothing; a user type that encodes to no bytes at all
+    // cannot be an element of a container (its length would be refused).
     const std::size_t per = min_elem_bytes == 0 ? 1 : min_elem_bytes;
     if (n > max_ / per || n * per > remaining()) {
       const std::string need = n > max_ / per ? "more than " + std::to_string(max_)  // n * per would overflow
@@ -188,6 +215,8 @@ class reader {
   std::span<const T> read_span() {
     static_assert(ser::is_bitwise_v<T>, "apgas::reader::read_span: the element type must be trivially copyable "
                                         "and contain no pointers");
+    static_assert(alignof(T) <= 16, "apgas::reader::read_span: the element type is aligned to more than 16 bytes, the alignment "
+                                    "of message buffers");
     const std::size_t n = read_length(sizeof(T), "span");
     align_to(alignof(T), "span padding");
     need(n * sizeof(T), "span");
@@ -266,7 +295,11 @@ inline constexpr bool is_serializable_v = is_bitwise_v<T> || has_member_serializ
 
 template <class T>
 constexpr void check_serializable() {
-  static_assert(!is_pointer_like<T>::value,
+  static_assert(!is_view_like<T>::value,
+                "apgas serialization: std::string_view, std::span and std::reference_wrapper refer to memory of this "
+                "place and cannot be sent between places; send a std::string or std::vector, or an apgas::span_view "
+                "(an argument of at/async_at, read in place at the receiver)");
+  static_assert(!is_pointer_like<T>::value || is_view_like<T>::value,
                 "apgas serialization: raw pointers cannot be sent between places (an address means nothing at "
                 "another place); send the data, a global_ref or a remote_array instead");
   static_assert(is_serializable_v<T>,
@@ -463,7 +496,10 @@ struct map_codec {
       K k{};
       V v{};
       r & k & v;
-      m.insert_or_assign(std::move(k), std::move(v));
+      if (!m.try_emplace(std::move(k), std::move(v)).second) {
+        throw serialization_error("apgas: malformed message: a map of " + std::to_string(n) +
+                                  " entries holds one key twice (entry " + std::to_string(i) + ")");
+      }
     }
   }
 };
@@ -494,6 +530,8 @@ writer& writer::operator&(const T& v) {
 
 template <class T>
 reader& reader::operator&(T& v) {
+  static_assert(!std::is_const_v<T>, "apgas serialization: a const member cannot be decoded into; make it non-const "
+                                     "(or give the type a serializer<T> that constructs it)");
   ser::check_serializable<T>();
   if constexpr (!ser::is_serializable_v<T> || ser::is_pointer_like<T>::value) {
     // reported by check_serializable
