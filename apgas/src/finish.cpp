@@ -144,6 +144,18 @@ finish_token finish_token::join() {
   return t;
 }
 
+void finish_token::spawn_counted(task* t) const {
+  try {
+    (void)require_unrestricted_activity("apgas: starting work for a finish token");
+  } catch (...) {
+    delete t;
+    throw;
+  }
+  t->governing = fs_;
+  t->innermost = fs_;
+  push_task(t);
+}
+
 void finish_token::done(std::exception_ptr e) noexcept {
   finish_state* fs = std::exchange(fs_, nullptr);
   if (e) fs->add_exception(std::move(e));

@@ -5,15 +5,20 @@
 // driver after the blocking operations before them otherwise; the stream then keeps their order.
 //
 // Invariants: `driving` is true exactly while one party runs the queue's operations — the issuer that found it false
-// (until it meets a blocking operation or runs out) or the driver activity it started (until it runs out) — set and
-// cleared under the lock, so operations are started (or enqueued on the stream) one at a time in issue order and
-// none is lost; the driver is counted in the finish of the issuer that started it, every operation in that of its
-// own issuer. A blocking operation of a GPU queue first waits for the stream to drain.
+// (until it meets a blocking operation or runs out) or a driver activity (until it runs out) — set and cleared under
+// the lock, so operations are started (or enqueued on the stream) one at a time in issue order and none is lost.
+// Every operation is counted in the finish of its own issuer (its token), and so is every driver: a driver is
+// counted in the finish of the operation at the front when it starts, runs operations of that finish only, and hands
+// over to a new driver counted in the next operation's finish when the front belongs to another one. So a finish
+// waits for its own operations and for nothing another finish issued (a driver counted in its starter's finish
+// would keep that finish open while unrelated activities keep the queue busy: for ever, if they wait for it). A
+// blocking operation of a GPU queue first waits for the stream to drain.
 #include "runtime.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/detail/completion.hpp>
 #include <apgas/detail/spin_mutex.hpp>
+#include <apgas/detail/task.hpp>
 #include <apgas/error.hpp>
 #include <apgas/queue.hpp>
 
@@ -77,10 +82,15 @@ void perform(queue_state& q, queued& next) {
 
 void drive(const std::shared_ptr<queue_state>& q);
 
-/// Start a driver activity for the queue's operations (driving is set). Counted in the caller's finish.
+/// Start a driver activity for the queue's operations (driving is set, an operation is queued), counted in the finish
+/// of the operation at the front.
 void start_driver(const std::shared_ptr<queue_state>& q) {
   try {
-    async([q] { drive(q); });
+    task* t = make_task([q] { drive(q); });
+    std::unique_lock lock(q->mutex);
+    const finish_token& front = q->ops.front().token;
+    lock.unlock();  // (the front stays: only the party that is driving removes operations)
+    front.spawn_counted(t);
   } catch (...) {
     // No driver could be started (no memory): end what is queued with the reason (the finishes report it) and leave
     // the queue idle.
@@ -96,8 +106,9 @@ void start_driver(const std::shared_ptr<queue_state>& q) {
 
 /// Run the queue's operations until none is left. `issuer`: the caller is the activity that issued the first one
 /// and runs only those that end on the GPU's stream (enqueuing them takes microseconds); at the first blocking one
-/// it hands over to a driver activity, since the issuer must not wait.
-void run_queue(const std::shared_ptr<queue_state>& q, bool issuer) {
+/// it hands over to a driver activity, since the issuer must not wait. `counted_in`: for a driver, a token of the
+/// finish it is counted in; it hands over to a new driver at the first operation of another finish.
+void run_queue(const std::shared_ptr<queue_state>& q, bool issuer, const finish_token* counted_in = nullptr) {
   while (true) {
     queued next;
     {
@@ -107,6 +118,7 @@ void run_queue(const std::shared_ptr<queue_state>& q, bool issuer) {
         return;
       }
       if (issuer && q->ops.front().op->blocking) break;
+      if (counted_in != nullptr && !q->ops.front().token.same_finish(*counted_in)) break;
       next = std::move(q->ops.front());
       q->ops.pop_front();
     }
@@ -115,7 +127,18 @@ void run_queue(const std::shared_ptr<queue_state>& q, bool issuer) {
   start_driver(q);
 }
 
-void drive(const std::shared_ptr<queue_state>& q) { run_queue(q, false); }
+void drive(const std::shared_ptr<queue_state>& q) {
+  // The front operation's finish counts this driver (start_driver): a token of it, for the comparisons. Joined here,
+  // in this activity, it is a count in that same finish, given back when the driver leaves.
+  finish_token mine = finish_token::join();
+  try {
+    run_queue(q, false, &mine);
+  } catch (...) {
+    mine.done();
+    throw;
+  }
+  mine.done();
+}
 
 }  // namespace
 

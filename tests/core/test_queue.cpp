@@ -3,7 +3,10 @@
 // so; the queue is refused for another host's place.
 #include "support/run.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 using apgas_test::run_on;
@@ -63,6 +66,42 @@ TEST_P(Queue, EachOperationCountsInTheFinishOfItsIssuer) {
     });
     EXPECT_EQ(next, 6);
     EXPECT_EQ(std::vector<int>(slot.begin(), slot.begin() + 4), (std::vector<int>{0, 1, 2, 3}));
+  });
+}
+
+// A finish waits for the operations its own activities issued, not for those another activity keeps issuing to the
+// same queue: here that activity feeds the queue until the inner finish has ended (at most 2000 operations). The
+// queue's driver used to be counted in the finish of whoever found the queue idle, so the inner finish ended only
+// once the feeder gave up (or never, without the cap).
+TEST_P(Queue, AFinishDoesNotWaitForOperationsOfAnotherFinish) {
+  run_on(GetParam(), [] {
+    auto q = apgas::in_order(apgas::here());
+    std::atomic<bool> issued{false}, inner_done{false};
+    std::atomic<int> fed{0};
+    int ran_mine = 0;
+    int* pr = &ran_mine;
+    apgas::finish([&] {
+      apgas::async([&, q]() mutable {
+        while (!issued.load()) std::this_thread::yield();
+        while (!inner_done.load() && fed.load() < 2000) {
+          q.async(apgas::cuda_kernel(apgas::grid{1, 1}, [](apgas::thread) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }));
+          fed++;
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      });
+      apgas::finish([&] {
+        q.async(apgas::cuda_kernel(apgas::grid{1, 1}, [=](apgas::thread) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          *pr = 1;
+        }));
+        issued = true;
+      });
+      EXPECT_EQ(ran_mine, 1);
+      EXPECT_LT(fed.load(), 2000) << "the inner finish waited for the other activity's operations";
+      inner_done = true;
+    });
   });
 }
 

@@ -36,6 +36,7 @@ class completion {
 };
 
 class finish_state;
+struct task;
 
 /// Work that runs outside the workers (a GPU kernel, a DMA) and that a finish must wait for like an activity.
 /// join() counts one in the innermost finish of the calling activity; done() — exactly once, from any thread —
@@ -47,6 +48,12 @@ class finish_token {
   static finish_token join();
   void done(std::exception_ptr e = nullptr) noexcept;
   explicit operator bool() const noexcept { return fs_ != nullptr; }
+  /// Spawn `t` (taking ownership) as an activity counted in this token's finish (which the token keeps open), not in
+  /// the caller's: work done on behalf of the token's issuer (the in-order queue's driver). The caller must be an
+  /// activity; deletes t before throwing.
+  void spawn_counted(task* t) const;
+  /// Whether both tokens count in the same finish.
+  bool same_finish(const finish_token& o) const noexcept { return fs_ == o.fs_; }
 
  private:
   finish_state* fs_ = nullptr;
