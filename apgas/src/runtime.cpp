@@ -249,6 +249,9 @@ int run(const config& cfg, function_ref<void()> main) {
 int run_from_env(int argc, char** argv, function_ref<void()> main) {
   (void)argc;
   (void)argv;
+  if (g_running.load()) {  // (before the environment is read: a nested run is misuse whatever its configuration)
+    throw illegal_operation_exception("apgas::run: a run is already in progress (runs may not nest or overlap)");
+  }
   config cfg;
   try {
     cfg = config::from_env();

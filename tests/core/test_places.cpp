@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <climits>
 #include <cstdint>
 #include <new>
@@ -189,6 +190,18 @@ TEST(Places, RunsFollowEachOtherAndCannotNest) {
     EXPECT_THROW((void)apgas::run(cfg, [&] { inner_ran = true; }), apgas::illegal_operation_exception);
     cfg.nthreads = -1;  // a nested run is misuse whatever its configuration (it returned 2, a configuration error)
     EXPECT_THROW((void)apgas::run(cfg, [&] { inner_ran = true; }), apgas::illegal_operation_exception);
+    // The same through the environment (run(argc, argv, ...) read it first and returned 2).
+    const char* old = std::getenv("APGAS_NTHREADS");
+    const std::string saved = old != nullptr ? old : "";
+    setenv("APGAS_NTHREADS", "zero", 1);
+    char arg0[] = "nested";
+    char* argv[] = {arg0, nullptr};
+    EXPECT_THROW((void)apgas::run(1, argv, [&] { inner_ran = true; }), apgas::illegal_operation_exception);
+    if (old != nullptr) {
+      setenv("APGAS_NTHREADS", saved.c_str(), 1);
+    } else {
+      unsetenv("APGAS_NTHREADS");
+    }
     EXPECT_FALSE(inner_ran);
   });
 }

@@ -48,6 +48,9 @@ void array_delete(std::uintptr_t addr);
 /// Bytes [addr, addr + bytes) lie inside one live array of this place; illegal_operation_exception naming the range
 /// and this place if not (the array was freed, or the token forged).
 void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes);
+/// The caller may start a copy: an activity, not inside atomic/when or a kernel body (illegal_operation_exception),
+/// wherever the arrays live (a copy between arrays of this host is a memmove, but still counted work).
+void check_copy_caller(const char* what);
 /// Bulk copies to/from another host place, counted by the caller's innermost finish (dist_copy.cpp).
 void put_bytes(place p, std::uintptr_t to, std::span<const std::byte> data);
 void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into);
@@ -344,6 +347,7 @@ inline constexpr std::size_t routed_copy_bytes = std::size_t{64} << 20;
 /// one DMA from pinned memory), a GPU of another host (sent to that host, then copied there).
 template <class T>
 void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off = 0) {
+  detail::check_copy_caller("apgas::async_copy");
   detail::check_range<T>("apgas::async_copy", dst_off, src.size(), dst.size());
   if (src.empty()) return;
   const place home = dst.home();
@@ -376,6 +380,7 @@ void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off
 /// finish (dst must stay alive, and is complete, when it ends). src may live at any place (see above).
 template <class T>
 void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
+  detail::check_copy_caller("apgas::async_copy");
   detail::check_range<T>("apgas::async_copy", src_off, dst.size(), src.size());
   if (dst.empty()) return;
   const place home = src.home();
@@ -417,6 +422,7 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
 /// illegal_operation_exception.
 template <class T>
 void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, std::size_t dst_off, std::size_t n) {
+  detail::check_copy_caller("apgas::async_copy");
   detail::check_range<T>("apgas::async_copy", src_off, n, src.size());
   detail::check_range<T>("apgas::async_copy", dst_off, n, dst.size());
   if (n == 0) return;
