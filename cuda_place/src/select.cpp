@@ -50,10 +50,16 @@ class no_accelerator final : public accelerator {
   std::string why_;
 };
 
-// Blocks from pinned_alloc: address -> (bytes, page-locked?). Page-locked blocks take the direct DMA path.
+// Blocks from pinned_alloc: address -> its bytes, alignment and whether it is page-locked (those take the direct DMA
+// path; the others are ordinary memory, given back with the alignment they were made with).
+struct block {
+  std::size_t bytes;
+  std::size_t align;
+  bool locked;
+};
 struct block_table {
   std::mutex mutex;
-  std::map<std::uintptr_t, std::pair<std::size_t, bool>> blocks;
+  std::map<std::uintptr_t, block> blocks;
 };
 block_table& blocks() {
   static block_table t;
@@ -171,35 +177,44 @@ const char* built_accelerators() noexcept {
 #endif
 }
 
-void* pinned_alloc(std::size_t bytes) {
+void* pinned_alloc(std::size_t bytes, std::size_t align) {
   bytes = bytes == 0 ? 1 : bytes;
-  bool locked = true;
-  void* p = pin(bytes);
-  if (p == nullptr) {
-    locked = false;
-    p = ::operator new(bytes, std::align_val_t{64});
+  align = align < 64 ? 64 : align;
+  // Page-locked memory from the driver is page-aligned: enough for any type aligned to at most a page. A type aligned
+  // to more gets ordinary memory with its alignment (its copies go through the spooler).
+  void* p = align <= 4096 ? pin(bytes) : nullptr;
+  const bool locked = p != nullptr;
+  if (!locked) p = ::operator new(bytes, std::align_val_t{align});
+  try {
+    auto& t = blocks();
+    std::lock_guard lock(t.mutex);
+    t.blocks[reinterpret_cast<std::uintptr_t>(p)] = {bytes, align, locked};
+  } catch (...) {  // (the table's node could not be made)
+    if (locked) {
+      unpin(p);
+    } else {
+      ::operator delete(p, std::align_val_t{align});
+    }
+    throw;
   }
-  auto& t = blocks();
-  std::lock_guard lock(t.mutex);
-  t.blocks[reinterpret_cast<std::uintptr_t>(p)] = {bytes, locked};
   return p;
 }
 
 void pinned_free(void* p) noexcept {
   if (p == nullptr) return;
-  bool locked = false;
+  block b{};
   {
     auto& t = blocks();
     std::lock_guard lock(t.mutex);
     auto it = t.blocks.find(reinterpret_cast<std::uintptr_t>(p));
     if (it == t.blocks.end()) return;  // not ours: never freed twice, never freed wrongly
-    locked = it->second.second;
+    b = it->second;
     t.blocks.erase(it);
   }
-  if (locked) {
+  if (b.locked) {
     unpin(p);
   } else {
-    ::operator delete(p, std::align_val_t{64});
+    ::operator delete(p, std::align_val_t{b.align});
   }
 }
 
@@ -210,8 +225,8 @@ bool is_pinned(const void* p, std::size_t bytes) noexcept {
   auto it = t.blocks.upper_bound(a);
   if (it == t.blocks.begin()) return false;
   --it;
-  const auto [size, locked] = it->second;
-  return locked && a - it->first <= size && bytes <= size - (a - it->first);
+  const block& b = it->second;
+  return b.locked && a - it->first <= b.bytes && bytes <= b.bytes - (a - it->first);
 }
 
 }  // namespace apgas::detail

@@ -414,3 +414,25 @@ TEST(Places, TheReportOfUncaughtExceptionsDemanglesTypeNames) {
   EXPECT_NE(err.find("] a value of type int (not derived from std::exception)"), std::string::npos) << err;
   EXPECT_EQ(err.find("St9bad_alloc"), std::string::npos) << err;
 }
+
+// pinned_allocator is a standard allocator: its memory is aligned for T, page-locked or not (here, without a CUDA
+// driver, it is ordinary memory; it was 64-byte aligned whatever T asked for).
+namespace {
+struct alignas(256) cell256 {
+  float v[64];
+};
+struct alignas(8192) cell8k {
+  char c[8192];
+};
+}  // namespace
+
+TEST(Places, PinnedVectorsAreAlignedForTheirElements) {
+  for (std::size_t n = 1; n <= 17; ++n) {
+    apgas::pinned_vector<cell256> a(n);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data()) % alignof(cell256), 0u) << "n = " << n;
+    a.back().v[63] = 1.0f;
+    apgas::pinned_vector<cell8k> b(n);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % alignof(cell8k), 0u) << "n = " << n;
+    EXPECT_FALSE(apgas::is_pinned(b.data(), sizeof(cell8k)));  // (over a page: ordinary memory)
+  }
+}

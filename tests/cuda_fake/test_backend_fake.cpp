@@ -167,6 +167,42 @@ TEST_F(FakeGpu, MakeRemoteArrayIsZeroFilledAndFreeReleasesIt) {
       auto again = stale;
       EXPECT_THROW(apgas::free_remote_array(again), apgas::illegal_operation_exception);
       EXPECT_EQ(counter(dev, "invalid_frees"), bad);
+      // Copies through the stale copy are refused the same way, before anything is enqueued (a real GPU would write
+      // into whatever the pool gave that memory to, or fault and take the place down), by async_copy and by an
+      // in-order queue; the place goes on working.
+      std::vector<int> host(100, 1), back(100, 0);
+      const auto live = apgas::make_remote_array<int>(g, 100);
+      for (int k = 0; k < 3; ++k) {
+        try {
+          apgas::finish([&] {
+            if (k == 0) apgas::async_copy(std::span<const int>(host), stale);
+            if (k == 1) apgas::async_copy(stale, 0, std::span<int>(back));
+            if (k == 2) apgas::async_copy(stale, 0, live, 0, 100);
+          });
+          ADD_FAILURE() << "copy " << k << " through a freed array";
+        } catch (const apgas::illegal_operation_exception& e) {
+          EXPECT_NE(std::string(e.what()).find("not inside a live remote_array at GPU place"), std::string::npos)
+              << e.what();
+        } catch (const apgas::multiple_exceptions& m) {
+          ASSERT_EQ(m.size(), 1u) << m.what();
+          EXPECT_EQ(m.of_type<apgas::illegal_operation_exception>().size(), 1u) << m.what();
+        }
+      }
+      try {
+        apgas::finish([&] {
+          auto q = apgas::in_order(g);
+          q.async_copy(std::span<const int>(host), stale);
+        });
+        ADD_FAILURE() << "queued copy through a freed array";
+      } catch (const apgas::multiple_exceptions& m) {
+        EXPECT_EQ(m.of_type<apgas::illegal_operation_exception>().size(), 1u) << m.what();
+      } catch (const apgas::illegal_operation_exception&) {
+      }
+      apgas::finish([&] { apgas::async_copy(std::span<const int>(host), live); });
+      apgas::finish([&] { apgas::async_copy(live, 0, std::span<int>(back)); });
+      EXPECT_EQ(back, host);
+      auto done = live;
+      apgas::free_remote_array(done);
     }
   });
 }

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 namespace apgas::transport {
 
@@ -88,23 +89,40 @@ std::unique_ptr<transport> make_from_env() {
   const char* shim = std::getenv("APGAS_TRANSPORT_SHIM");
   if (shim != nullptr && *shim != '\0') {
     const std::string s = shim;
-    char* end = nullptr;
-    const long muted = s.rfind("mute:", 0) == 0 ? std::strtol(s.c_str() + 5, &end, 10) : -1;
-    char* end2 = nullptr;
-    long dying = -1, at = -1;
-    if (s.rfind("die_at_barrier:", 0) == 0) {
-      dying = std::strtol(s.c_str() + 15, &end2, 10);
-      if (end2 != s.c_str() + 15 && *end2 == ':') at = std::strtol(end2 + 1, &end2, 10);
-    }
+    const auto refuse = [&](const std::string& why) {
+      throw config_error("APGAS_TRANSPORT_SHIM='" + s + "' " + why +
+                         " (expected reorder, mute:<rank> or die_at_barrier:<rank>:<k>, a rank 0.." +
+                         std::to_string(t->size() - 1) + ", k 1..2147483647)");
+    };
+    // Digits only (no sign, no spaces), within int: the fields of a shim.
+    const auto number = [&](std::string_view v) {
+      long long n = 0;
+      if (v.empty() || v.size() > 10) refuse("is not a shim");
+      for (char c : v) {
+        if (c < '0' || c > '9') refuse("is not a shim");
+        n = n * 10 + (c - '0');
+      }
+      if (n > 2147483647) refuse("has a number out of range");
+      return static_cast<int>(n);
+    };
+    const std::string_view v = s;
     if (s == "reorder") {
       t = make_reorder_shim(std::move(t));
-    } else if (muted >= 0 && end != s.c_str() + 5 && *end == '\0') {
-      t = make_mute_shim(std::move(t), static_cast<int>(muted));
-    } else if (dying >= 0 && at > 0 && *end2 == '\0') {
-      t = make_mute_shim(std::move(t), static_cast<int>(dying), static_cast<int>(at));
+    } else if (v.substr(0, 5) == "mute:") {
+      const int rank = number(v.substr(5));
+      if (rank >= t->size()) refuse("names no place of this run");
+      t = make_mute_shim(std::move(t), rank);
+    } else if (v.substr(0, 15) == "die_at_barrier:") {
+      const std::string_view rest = v.substr(15);
+      const std::size_t colon = rest.find(':');
+      if (colon == std::string_view::npos) refuse("is not a shim");
+      const int rank = number(rest.substr(0, colon));
+      const int k = number(rest.substr(colon + 1));
+      if (rank >= t->size()) refuse("names no place of this run");
+      if (k < 1) refuse("has a number out of range");
+      t = make_mute_shim(std::move(t), rank, k);
     } else {
-      throw config_error("APGAS_TRANSPORT_SHIM='" + s +
-                         "' is not a shim (expected reorder, mute:<rank> or die_at_barrier:<rank>:<k>)");
+      refuse("is not a shim");
     }
   }
   return t;

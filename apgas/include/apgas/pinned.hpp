@@ -20,6 +20,7 @@
 namespace apgas {
 
 /// A standard allocator of page-locked memory (cuMemHostAlloc), usable from any thread, before or during a run.
+/// Aligned for T (a T aligned to more than a page gets ordinary memory, copied through the spooler).
 template <class T>
 struct pinned_allocator {
   using value_type = T;
@@ -28,7 +29,7 @@ struct pinned_allocator {
   pinned_allocator(const pinned_allocator<U>&) noexcept {}
   T* allocate(std::size_t n) {
     if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(detail::pinned_alloc(n * sizeof(T)));
+    return static_cast<T*>(detail::pinned_alloc(n * sizeof(T), alignof(T)));
   }
   void deallocate(T* p, std::size_t) noexcept { detail::pinned_free(p); }
   template <class U>

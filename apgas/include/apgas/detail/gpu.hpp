@@ -101,7 +101,8 @@ void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, pla
 void gpu_queue_drain(place p, int queue);
 
 /// Page-locked host memory when a CUDA driver can be loaded in this process, ordinary memory otherwise (cuda_place/).
-void* pinned_alloc(std::size_t bytes);
+/// `bytes` aligned to `align` (at least 64); page-locked where a driver is loaded and align is at most a page.
+void* pinned_alloc(std::size_t bytes, std::size_t align = 64);
 void pinned_free(void* p) noexcept;
 /// True when [p, p + bytes) lies in one block from pinned_alloc that is page-locked.
 bool is_pinned(const void* p, std::size_t bytes) noexcept;
