@@ -6,11 +6,13 @@
 //
 // The command line (Parboil's, plus a few options of ours before the `--`):
 //   <program> [-i IN1,IN2,...] [-o OUT] [--size NAME] [--check FILE] [--no-check] [--cpu] [-q] [-- PARAMETERS]
-//   <program> [--size NAME] --write-input OUT1,OUT2,...
+//   <program> [--size NAME] --write-input OUT1,OUT2,... [-- PARAMETERS]
 // Without -i a program generates an input of the standard shape (--size picks another of its sizes);
-// --write-input writes that input in Parboil's format (the files -i takes) and exits. --check FILE
-// compares with a Parboil reference output file instead of the serial reference; --no-check skips the check (timing
-// runs). --cpu keeps the apgas version off the GPUs (the baselines ignore it). The last line of every run is
+// --write-input writes that input in Parboil's format (the files -i takes) and exits (-o and --check are refused
+// with it; the parameters are checked, and those that shape the input shape it). --check FILE compares with a
+// Parboil reference output file instead of the serial reference (not the file -o writes); --no-check skips the
+// check (timing runs). An option with a value may be given once. --cpu keeps the apgas version off the GPUs (the
+// baselines ignore it). The last line of every run is
 //   parboil: <name> <key=value ...> time_s=<seconds> check=ok|FAIL|skipped
 // and the exit code is 0 (ok, skipped), 1 (FAIL) or 2 (bad command line or input, with a message on stderr).
 // time_s is the computation from the input in host memory to the output in host memory: copies to and from GPUs and
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <span>
@@ -33,6 +36,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <sys/stat.h>
 
 namespace parboil {
 
@@ -62,11 +67,28 @@ struct options {
   bool quiet = false;               ///< -q: only the report line on stdout
 };
 
+/// Whether paths a and b name one file: the same device and inode where both exist, else the same path once
+/// normalised (a file -o is about to create).
+inline bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa = {}, sb = {};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  std::error_code ea, eb;
+  const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  return !ea && !eb && ca == cb;
+}
+
 /// Parses the command line; throws usage_error. `sizes` lists the names --size accepts.
 inline options parse(int argc, char** argv, std::initializer_list<std::string_view> sizes) {
   options o;
+  std::vector<std::string_view> given;  // the options with a value seen so far: each may come once
   auto value = [&](int& i) -> std::string {
     if (i + 1 >= argc) throw usage_error(std::string("option ") + argv[i] + " needs a value");
+    if (std::find(given.begin(), given.end(), std::string_view(argv[i])) != given.end()) {
+      throw usage_error(std::string("option ") + argv[i] + " given twice");
+    }
+    given.emplace_back(argv[i]);
     return argv[++i];
   };
   for (int i = 1; i < argc; ++i) {
@@ -111,6 +133,13 @@ inline options parse(int argc, char** argv, std::initializer_list<std::string_vi
   if (!o.check_file.empty() && !o.check) throw usage_error("--check and --no-check exclude each other");
   if (!o.inputs.empty() && !o.size.empty()) throw usage_error("-i and --size exclude each other");
   if (!o.inputs.empty() && !o.write_inputs.empty()) throw usage_error("-i and --write-input exclude each other");
+  if (!o.write_inputs.empty() && (!o.output.empty() || !o.check_file.empty())) {
+    throw usage_error("--write-input writes the input and exits: -o and --check do not go with it");
+  }
+  if (!o.output.empty() && !o.check_file.empty() && same_file(o.output, o.check_file)) {
+    throw usage_error("-o '" + o.output + "' and --check '" + o.check_file +
+                      "' are the same file: the run would be checked against itself");
+  }
   return o;
 }
 
@@ -146,35 +175,46 @@ inline int guarded(const char* prog, const char* usage, const std::function<int(
   }
 }
 
-/// The usage text's common part (after the program's own line).
-inline constexpr const char* common_usage =
+/// The usage text's common part (after the program's own line): the input files' options, then the others.
+inline constexpr const char* file_usage =
     "  -i IN1,IN2,...   input files (Parboil's formats); without -i an input of the standard shape is generated\n"
+    "  --write-input OUT1,OUT2,...  write the generated input in Parboil's format (what -i reads), then exit\n";
+inline constexpr const char* option_usage =
     "  -o OUT           write the output in Parboil's format\n"
     "  --size NAME      the generated input's size set\n"
-    "  --write-input OUT1,OUT2,...  write the generated input in Parboil's format (what -i reads), then exit\n"
     "  --check FILE     compare with a Parboil reference output file instead of the serial reference\n"
     "  --no-check       skip the check (timing runs)\n"
     "  --cpu            apgas version: CPU places only, even where GPUs exist\n"
     "  -q               print only the report line\n";
+inline const std::string common_usage = std::string(file_usage) + option_usage;
 
 // ---- input files --------------------------------------------------------------------------------------------------
+
+/// The contents of input file `path`. It must be a regular file: a directory, a pipe or a device (/dev/zero) is
+/// refused, as one that might never end.
+inline std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw input_error("input file '" + path + "': cannot open it (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    std::fclose(f);
+    throw input_error("input file '" + path + "': not a regular file (a directory, a device or a pipe)");
+  }
+  std::string data;
+  char buf[1 << 16];
+  std::size_t got = 0;
+  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, got);
+  const bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) throw input_error("input file '" + path + "': cannot read it");
+  return data;
+}
 
 /// A little-endian binary input file, read in order; every read names what it reads, and a short file is an error
 /// naming the file, the offset and the bytes expected.
 class binary_file {
  public:
-  explicit binary_file(std::string path) : path_(std::move(path)) {
-    std::FILE* f = std::fopen(path_.c_str(), "rb");
-    if (f == nullptr) throw input_error("input file '" + path_ + "': cannot open it (" + std::strerror(errno) + ")");
-    std::vector<unsigned char> data;
-    unsigned char buf[1 << 16];
-    std::size_t got = 0;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + got);
-    const bool bad = std::ferror(f) != 0;
-    std::fclose(f);
-    if (bad) throw input_error("input file '" + path_ + "': cannot read it (is it a directory?)");
-    data_ = std::move(data);
-  }
+  explicit binary_file(std::string path) : path_(std::move(path)), data_(read_file(path_)) {}
   const std::string& path() const noexcept { return path_; }
   std::size_t offset() const noexcept { return at_; }
   std::size_t size() const noexcept { return data_.size(); }
@@ -184,12 +224,8 @@ class binary_file {
   template <class T>
   void read(std::span<T> out, const std::string& what) {
     static_assert(std::is_arithmetic_v<T>);
+    expect_room<T>(out.size(), what);
     const std::size_t bytes = out.size() * sizeof(T);
-    if (bytes / sizeof(T) != out.size() || bytes > left()) {
-      throw input_error("input file '" + path_ + "': at byte " + std::to_string(at_) + ": expected " +
-                        std::to_string(out.size()) + " x " + std::to_string(sizeof(T)) + " bytes of " + what +
-                        ", but only " + std::to_string(left()) + " bytes are left");
-    }
     if (bytes != 0) std::memcpy(out.data(), data_.data() + at_, bytes);
     at_ += bytes;
   }
@@ -199,10 +235,24 @@ class binary_file {
     read(std::span<T>(&v, 1), what);
     return v;
   }
+  /// n values of T, the room for them checked before they are allocated (a header's count may exceed the file).
   template <class T>
   std::vector<T> read_vector(std::size_t n, const std::string& what) {
+    expect_room<T>(n, what);
     std::vector<T> v(n);
     read(std::span<T>(v), what);
+    return v;
+  }
+  /// n floating-point values, each finite (NaN and infinities are an error naming the first one's offset).
+  template <class T>
+  std::vector<T> read_finite(std::size_t n, const std::string& what) {
+    const std::size_t at = at_;
+    std::vector<T> v = read_vector<T>(n, what);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!std::isfinite(v[i])) {
+        fail(at + i * sizeof(T), what + ": " + std::to_string(v[i]) + " is not a finite number");
+      }
+    }
     return v;
   }
   /// The file must end here.
@@ -218,24 +268,24 @@ class binary_file {
   }
 
  private:
+  template <class T>
+  void expect_room(std::size_t n, const std::string& what) const {
+    if (n > left() / sizeof(T)) {
+      fail(at_, "expected " + std::to_string(n) + " x " + std::to_string(sizeof(T)) + " bytes of " + what +
+                    ", but only " + std::to_string(left()) + " bytes are left");
+    }
+  }
   std::string path_;
-  std::vector<unsigned char> data_;
+  std::string data_;
   std::size_t at_ = 0;
 };
 
-/// A text input file read token by token (whitespace-separated); errors name the file and the line.
+/// A text input file read token by token (whitespace-separated); errors name the file and the line. `output`: a
+/// reference output (--check), whose numbers may be infinite (a result that overflowed; NaN never passes a check).
 class text_file {
  public:
-  explicit text_file(std::string path) : path_(std::move(path)) {
-    std::FILE* f = std::fopen(path_.c_str(), "rb");
-    if (f == nullptr) throw input_error("input file '" + path_ + "': cannot open it (" + std::strerror(errno) + ")");
-    char buf[1 << 16];
-    std::size_t got = 0;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text_.append(buf, got);
-    const bool bad = std::ferror(f) != 0;
-    std::fclose(f);
-    if (bad) throw input_error("input file '" + path_ + "': cannot read it (is it a directory?)");
-  }
+  explicit text_file(std::string path, bool output = false)
+      : path_(std::move(path)), text_(read_file(path_)), output_(output) {}
   const std::string& path() const noexcept { return path_; }
   int line() const noexcept { return line_; }
 
@@ -276,8 +326,17 @@ class text_file {
     if (end != t.c_str() + t.size()) fail(line, "expected " + what + ", found '" + t + "'");
     if (errno == ERANGE) fail(line, what + " '" + t + "' is out of range");
     if constexpr (std::is_floating_point_v<T>) {
-      if (!std::isfinite(v)) fail(line, what + " '" + t + "' is not a finite number");
+      if (!std::isfinite(v) && !(output_ && std::isinf(v))) fail(line, what + " '" + t + "' is not a finite number");
     }
+    return v;
+  }
+  /// The next n numbers of type T (what(i) names the i-th, counted from 0, in an error). Memory grows with what the
+  /// file holds, not with n (a count from a header): a number takes two bytes at least, itself and a space.
+  template <class T, class What>
+  std::vector<T> numbers(std::size_t n, What&& what) {
+    std::vector<T> v;
+    v.reserve(std::min(n, (text_.size() - at_) / 2 + 1));
+    for (std::size_t i = 0; i < n; ++i) v.push_back(number<T>(what(i)));
     return v;
   }
   /// The next token must be exactly `word`.
@@ -300,6 +359,7 @@ class text_file {
   }
   std::string path_;
   std::string text_;
+  bool output_ = false;
   std::size_t at_ = 0;
   int line_ = 1;
 };
@@ -381,29 +441,35 @@ class check_result {
     }
     return good;
   }
+  /// Records a failure that is no comparison of values (e.g. results of different sizes).
   void fail(std::string why) {
-    ++bad_;
+    ++failed_;
     if (examples_.size() < 5) examples_.push_back(std::move(why));
   }
-  bool ok() const noexcept { return bad_ == 0; }
+  bool ok() const noexcept { return bad_ == 0 && failed_ == 0; }
   std::size_t compared() const noexcept { return compared_; }
-  std::size_t mismatches() const noexcept { return bad_; }
+  std::size_t mismatches() const noexcept { return bad_ + failed_; }
   /// Prints the mismatches (to stderr) under `what`.
   void print(const char* prog, const char* what) const {
     if (ok()) return;
-    std::fprintf(stderr, "%s: check against %s: %zu of %zu values differ, e.g.:\n", prog, what, bad_, compared_);
+    if (bad_ > 0) {
+      std::fprintf(stderr, "%s: check against %s: %zu of %zu values differ, e.g.:\n", prog, what, bad_, compared_);
+    } else {
+      std::fprintf(stderr, "%s: check against %s: it does not match:\n", prog, what);
+    }
     for (const std::string& e : examples_) std::fprintf(stderr, "  %s\n", e.c_str());
   }
 
  private:
-  std::size_t compared_ = 0, bad_ = 0;
+  std::size_t compared_ = 0, bad_ = 0, failed_ = 0;
   std::vector<std::string> examples_;
 };
 
-/// Parboil's usual rule: |x - ref| < abs_tol, or |x - ref| < rel_tol * |ref|. NaN never passes.
+/// Parboil's usual rule: |x - ref| < abs_tol, or |x - ref| < rel_tol * |ref|; equal values pass (equal infinities
+/// too, whose difference is NaN). NaN never passes.
 inline bool close(double x, double ref, double abs_tol, double rel_tol) {
   const double d = std::fabs(x - ref);
-  return d < abs_tol || d < rel_tol * std::fabs(ref);
+  return x == ref || d < abs_tol || d < rel_tol * std::fabs(ref);
 }
 
 // ---- the report -----------------------------------------------------------------------------------------------------

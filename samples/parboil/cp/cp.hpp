@@ -229,7 +229,7 @@ inline void compare(parboil::check_result& c, double sum, double ref_sum, std::s
 
 /// --check FILE: compares with a Parboil output file (its header must name the same plane and atoms).
 inline bool check_file(const char* prog, const std::string& path, const problem& pb, std::span<const float> energy) {
-  parboil::text_file f(path);
+  parboil::text_file f(path, true);
   const int nx = f.number<int>("the plane's width"), ny = f.number<int>("the plane's height");
   const int nz = f.number<int>("the lattice's depth"), count = f.number<int>("the number of atoms");
   const double ref_sum = f.number<double>("the checksum");
@@ -287,10 +287,12 @@ int run(const parboil::options& o, const char* prog, const std::string& fields, 
   return parboil::report("cp", size + (fields.empty() ? "" : " " + fields), t.seconds(), o, ok);
 }
 
-/// The usage line of the three programs.
+/// The usage text of the three programs: no -i or --write-input (cp generates its atoms, as Parboil does).
 inline std::string usage(const char* prog) {
-  return std::string("usage: ") + prog + " [-o OUT] [--size small|default|h100] [--check FILE] [--no-check] [--cpu] [-q]\n" +
-         parboil::common_usage;
+  return std::string("usage: ") + prog +
+         " [-o OUT] [--size small|default|h100] [--check FILE] [--no-check] [--cpu] [-q]\n" +
+         "  no input files: the atoms are generated as Parboil generates them (-i and --write-input are refused)\n" +
+         parboil::option_usage;
 }
 
 }  // namespace cp

@@ -85,6 +85,31 @@ if(NATIVE)
 endif()
 expect(2 "missing.txt': cannot open it" ${APGAS} -i ${WORK}/missing.txt,${basis})
 
+# Sizes beyond the limits (rpes.hpp: max_quartets, max_blocks), refused before anything that size is allocated:
+# 256 atoms of an element of 8 one-primitive shells (2048 shells, 7.4e11 quartets); 15 atoms of an element of 8
+# eight-primitive shells (120 shells, 9.1 M quartets of 64 blocks each).
+foreach(prims 1 8)
+  set(text "BASIS ELEMENTS 1\nBASIS SHELLS 8\nELEMENT O\nSHELLS 8\n")
+  foreach(shell RANGE 1 8)
+    string(APPEND text "SHELL ${shell} PRIMITIVES ${prims}\n")
+    foreach(p RANGE 1 ${prims})
+      string(APPEND text "PRIMITIVE ${p} S ${shell}.5 0.5\n")
+    endforeach()
+  endforeach()
+  file(WRITE ${WORK}/basis_${prims}.txt "${text}")
+endforeach()
+foreach(atoms 256 15)
+  set(text "ATOMS ${atoms}\n")
+  foreach(a RANGE 1 ${atoms})
+    string(APPEND text "O ${a} 0 0\n")
+  endforeach()
+  file(WRITE ${WORK}/mol_${atoms}.txt "${text}")
+endforeach()
+expect(2 "mol_256.txt': line 1: 2048 shells make 735157158400 shell quartets, at most 134217728"
+       ${APGAS} -i ${WORK}/mol_256.txt,${WORK}/basis_1.txt)
+expect(2 "mol_15.txt': line 1: 120 shells make 581032320 blocks of 64 primitive integrals, at most 536870912"
+       ${APGAS} -i ${WORK}/mol_15.txt,${WORK}/basis_8.txt)
+
 # Output files: a short one is refused, one with another value fails the check.
 write_head(${out} ${WORK}/out_short.txt 1000)
 expect(2 "out_short.txt': line [0-9]+: expected the" ${APGAS} -i ${mol},${basis} --check ${WORK}/out_short.txt)

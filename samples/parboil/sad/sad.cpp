@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
     parboil::timer timer;
     timer.start();
     const int np = static_cast<int>(places.size());
-    std::vector<std::vector<u16>> parts(places.size());
+    std::vector<u16> out(6 * sad::row_values(f.mb_w()));
     apgas::finish([&] {
       for (int i = 0; i < np; ++i) {
         apgas::async([&, i] {  // place i: macroblock rows [r0, r1)
@@ -201,17 +201,16 @@ int main(int argc, char** argv) {
           const apgas::place p = places[i];
           const int w = f.w, h = f.h, a = static_cast<int>(r0), b = static_cast<int>(r1);
           if (a == b) return;  // more places than macroblock rows
-          parts[i] = apgas::at(
+          const std::vector<u16> rows = apgas::at(
               p.parent(),
               [p, w, h, a, b](const std::vector<u16>& ref, const std::vector<u16>& cur) {
                 return search(p, w, h, a, b, ref, cur);
               },
               f.ref, f.cur);
+          sad::place_rows(out, f.mb_w(), f.mb_h(), a, b, rows);  // each row in its slot of the output
         });
       }
     });
-    std::vector<u16> out;  // each place's rows follow the previous place's: in order, the output
-    for (const auto& rows : parts) out.insert(out.end(), rows.begin(), rows.end());
     timer.stop();
     if (!o.output.empty()) sad::write_output(o.output, f.mb_w(), out);
     const bool ok = sad::check(o, f, out, prog);

@@ -159,7 +159,8 @@ inline bool load(const parboil::options& o, frames& f) {
 }
 
 // ---- the output: six macroblock rows ------------------------------------------------------------------------------
-/// The rows Parboil writes: the top two, the middle two, the bottom two.
+/// The rows Parboil writes: the top two, the middle two, the bottom two (in that order: for frames of 2 or 3
+/// macroblock rows, 32 or 48 pixels high, rows repeat and do not increase).
 inline std::array<int, 6> output_rows(int mb_h) { return {0, 1, mb_h / 2 - 1, mb_h / 2, mb_h - 2, mb_h - 1}; }
 /// Values of one output row: per macroblock, types 1..7, their sub-blocks, 1089 SADs each.
 inline std::size_t row_values(int mb_w) { return static_cast<std::size_t>(mb_w) * sub_blocks * positions; }
@@ -177,17 +178,29 @@ inline void extract_row(const std::uint16_t* sads, int mbs, int mb, int mb_w, st
 }
 
 /// The six output rows (local indices) a part of the frame holds, for the kernel that packs them: rows [r0, r1) of
-/// the frame; n of the six fall in it, r[0..n) their indices counted from r0, in the output's order.
+/// the frame; n of the six fall in it, r[0..n) their indices counted from r0, slot[0..n) their places among the six.
 struct held_rows {
   int n = 0;
   int r[6] = {};
+  int slot[6] = {};
 };
 inline held_rows rows_held(int mb_h, int r0, int r1) {
   held_rows h;
-  for (const int row : output_rows(mb_h)) {
-    if (row >= r0 && row < r1) h.r[h.n++] = row - r0;
+  const auto rows = output_rows(mb_h);
+  for (int k = 0; k < 6; ++k) {
+    if (rows[k] >= r0 && rows[k] < r1) {
+      h.r[h.n] = rows[k] - r0;
+      h.slot[h.n++] = k;
+    }
   }
   return h;
+}
+/// The output rows a part of rows [r0, r1) returned (rows_held's, packed in that order) put in their slots of out.
+inline void place_rows(std::vector<std::uint16_t>& out, int mb_w, int mb_h, int r0, int r1,
+                       const std::vector<std::uint16_t>& rows) {
+  const held_rows h = rows_held(mb_h, r0, r1);
+  const std::size_t n = row_values(mb_w);
+  for (int k = 0; k < h.n; ++k) std::copy_n(rows.begin() + k * n, n, out.begin() + h.slot[k] * n);
 }
 
 /// Parboil's output file: u32 (6 * mb_w), u32 0, then the six rows (6 * row_values(mb_w) u16).

@@ -1,7 +1,7 @@
 # sad's frame files: the generated frames written with --write-input and read back with -i give check=ok and the
 # same output (-o) as the generated ones, --check against that output passes, and broken frames stop the program
 # with exit code 2 and a message naming the file and the offset; with MPIEXEC, 2 and 3 host places give the same
-# output.
+# output (also for frames of 3 and 2 macroblock rows, whose output rows repeat).
 #   cmake [-DMPIEXEC=<mpiexec>] -DPROGRAM=<apgas_parboil_sad or parboil_sad_omp>
 #         -DWORK_DIR=<scratch folder> -P test_files.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
@@ -62,6 +62,31 @@ if(MPIEXEC)  # the same output on 2 and 3 host places
     if(NOT a STREQUAL b)
       message(FATAL_ERROR "${np} host places gave another output than one")
     endif()
+  endforeach()
+  # Frames 32 pixels wide and 48 or 32 high, from the generated frames' first pixels: 3 or 2 macroblock rows, whose
+  # six output rows repeat and do not increase (0 1 0 1 1 2, 0 1 0 1 0 1). On 2 and 3 host places each row a part
+  # holds must go to its own place in the output.
+  foreach(h 48 32)
+    set(octal "\\060")  # the height's low byte
+    if(h EQUAL 32)
+      set(octal "\\040")
+    endif()
+    math(EXPR bytes "64 * ${h}")
+    foreach(f ref cur)
+      execute_process(COMMAND sh -c "printf '\\040\\000${octal}\\000'; tail -c +5 ${f}.bin | head -c ${bytes}"
+                      WORKING_DIRECTORY "${WORK_DIR}" OUTPUT_FILE "${WORK_DIR}/${f}${h}.bin")
+    endforeach()
+    expect_ok("32 x ${h}, 1 place" "${PROGRAM}" -q -i ref${h}.bin,cur${h}.bin -o h${h}.out)
+    foreach(np 2 3)
+      expect_ok("32 x ${h}, ${np} host places" ${CMAKE_COMMAND} -E env APGAS_TRANSPORT=mpi APGAS_NTHREADS=1
+                "${MPIEXEC}" --allow-run-as-root --oversubscribe -np ${np} "${PROGRAM}" -q -i ref${h}.bin,cur${h}.bin
+                -o h${h}_np${np}.out)
+      file(SHA256 "${WORK_DIR}/h${h}.out" a)
+      file(SHA256 "${WORK_DIR}/h${h}_np${np}.out" b)
+      if(NOT a STREQUAL b)
+        message(FATAL_ERROR "32 x ${h} frames: ${np} host places gave another output than one")
+      endif()
+    endforeach()
   endforeach()
 endif()
 # Broken frames.

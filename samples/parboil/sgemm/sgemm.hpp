@@ -7,7 +7,8 @@
 // Parboil the programs read A and B^T only; the middle file is not opened (Parboil's medium set passes B^T twice).
 // Without -i the input is generated (--size, or the parameters `-- m n k`). Output (-o): Parboil's text, `m n ` then
 // the m*n floats of C, column-major.
-// Check: Parboil's rule, |d| < 0.01 or |d| < 1% of the reference value, entry by entry.
+// Check: Parboil's rule, |d| < 0.01 or |d| < 1% of the reference value, entry by entry; equal values pass (a C that
+// overflowed to the reference's infinities too, and a reference file may hold them).
 //
 // The optimised kernel (Parboil's src/cuda) needs m % 128 == 0, n % 16 == 0; ours also needs k % 8 == 0 (the
 // shared tile's height; Parboil reads past the end of A there): other sizes are rejected with a message.
@@ -66,17 +67,18 @@ inline void check_dims(int m, int n, int k, const std::string& where) {
   }
 }
 
-/// A text matrix, `rows cols` then rows*cols floats (column-major).
-inline std::vector<float> read_matrix(const std::string& path, int& rows, int& cols) {
-  parboil::text_file f(path);
+/// A text matrix, `rows cols` then rows*cols floats (column-major); `output`: a reference C (infinities allowed).
+inline std::vector<float> read_matrix(const std::string& path, int& rows, int& cols, bool output = false) {
+  parboil::text_file f(path, output);
   rows = f.number<int>("the number of rows");
   cols = f.number<int>("the number of columns");
   if (rows <= 0 || cols <= 0 || static_cast<long long>(rows) * cols >= (1LL << 31)) {
     f.fail(1, "a matrix of " + std::to_string(rows) + " x " + std::to_string(cols) +
                   " (expected 1 to 2^31 - 1 elements)");
   }
-  std::vector<float> v(static_cast<std::size_t>(rows) * cols);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = f.number<float>("element " + std::to_string(i) + " of the matrix");
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  std::vector<float> v = f.numbers<float>(
+      n, [&](std::size_t i) { return "element " + std::to_string(i + 1) + " of " + std::to_string(n); });
   if (!f.at_end()) f.fail(f.line(), "more than the " + std::to_string(v.size()) + " elements the header announces");
   return v;
 }
@@ -186,7 +188,7 @@ inline parboil::check_result check(const problem& p, std::span<const float> c) {
 /// --check FILE: Parboil's rule against a reference output file (text, `m n` then C).
 inline parboil::check_result check_file(const problem& p, std::span<const float> c, const std::string& path) {
   int rows = 0, cols = 0;
-  const std::vector<float> ref = read_matrix(path, rows, cols);
+  const std::vector<float> ref = read_matrix(path, rows, cols, true);
   parboil::check_result r;
   if (rows != p.m || cols != p.n) {
     r.fail("reference '" + path + "' is " + std::to_string(rows) + " x " + std::to_string(cols) + ", C is " +

@@ -49,15 +49,15 @@ file(WRITE "${WORK_DIR}/word.txt" "2 2\n1.5 2\nx 4\n")
 file(READ "${WORK_DIR}/Bt.txt" bt)
 file(WRITE "${WORK_DIR}/long.txt" "${bt} 7\n")
 expect("missing file" 2 "input file 'missing.txt': cannot open it" "${PROG}" -i missing.txt,B.txt,Bt.txt)
-expect("short matrix" 2 "input file 'short.txt': line 1: expected element [0-9]+ of the matrix, found the end of the file"
+expect("short matrix" 2 "input file 'short.txt': line 1: expected element [0-9]+ of 12288, found the end of the file"
        "${PROG}" -i short.txt,B.txt,Bt.txt)
-expect("a word for a number" 2 "input file 'word.txt': line 3: expected element 2 of the matrix, found 'x'"
+expect("a word for a number" 2 "input file 'word.txt': line 3: expected element 3 of 4, found 'x'"
        "${PROG}" -i word.txt,B.txt,Bt.txt)
 expect("too many numbers" 2 "input file 'long.txt': line [0-9]+: more than the 15360 elements the header announces"
        "${PROG}" -i A.txt,B.txt,long.txt)
 expect("B^T not matching A" 2 "input file 'Bt8.txt': B\\^T is 16 x 8, but A \\('A.txt'\\) has k=96 columns"
        "${PROG}" -i A.txt,B.txt,Bt8.txt)
-expect("short reference" 2 "input file 'short_C.txt': line 1: expected element [0-9]+ of the matrix"
+expect("short reference" 2 "input file 'short_C.txt': line 1: expected element [0-9]+ of 20480"
        "${PROG}" -i A.txt,B.txt,Bt.txt --check short_C.txt)
 expect("two files" 2 "-i: expected 3 files \\(A, B and B\\^T\\), got 2" "${PROG}" -i A.txt,Bt.txt)
 

@@ -37,10 +37,10 @@ APGAS_KERNEL inline int find_bin(std::span<const float> binb, float d) {
 
 // At p's host, on place p: DD (when dd), then the RR and the DR of the m random sets of xyz (tpacf::pick's layout);
 // the histograms of the blocks, 20 counts each, in that order.
-std::vector<unsigned> gen_hists(apgas::place p, const std::vector<float>& xyz, int n, int m, bool dd) {
+std::vector<tpacf::bin_count> gen_hists(apgas::place p, const std::vector<float>& xyz, int n, int m, bool dd) {
   const auto binb = tpacf::bin_bounds();
   auto pts = apgas::make_remote_array(p, std::span<const float>(xyz));
-  auto hists = apgas::make_remote_array<unsigned>(p, static_cast<std::size_t>((dd ? 1 : 0) + 2 * m) * bins);
+  auto hists = apgas::make_remote_array<tpacf::bin_count>(p, static_cast<std::size_t>((dd ? 1 : 0) + 2 * m) * bins);
   // gen_hists<<<blocks, 256>>>: one block per histogram, one thread per point of the other side.
   const auto kernel = apgas::cuda_kernel(
       apgas::grid{(dd ? 1 : 0) + 2 * m, block}, apgas::constant_from(std::span<const float>(binb)),  // dev_binb
@@ -77,14 +77,14 @@ std::vector<unsigned> gen_hists(apgas::place p, const std::vector<float>& xyz, i
         }
         b.for_threads([&](apgas::thread_index t) {  // the block's histogram: each bin's sub-histograms summed
           if (t.linear >= bins) return;
-          unsigned s = 0;
+          tpacf::bin_count s = 0;
           for (int w = 0; w < sub_histograms; ++w) s += sub[t.linear * sub_histograms + w];
           hists.data()[b.block() * bins + t.linear] = s;
         });
       });
   apgas::at(p, kernel);
-  std::vector<unsigned> out(hists.size());
-  apgas::finish([&] { apgas::async_copy(hists, 0, std::span<unsigned>(out)); });
+  std::vector<tpacf::bin_count> out(hists.size());
+  apgas::finish([&] { apgas::async_copy(hists, 0, std::span<tpacf::bin_count>(out)); });
   apgas::free_remote_array(pts);
   apgas::free_remote_array(hists);
   return out;

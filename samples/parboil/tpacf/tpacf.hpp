@@ -36,6 +36,16 @@ inline constexpr double min_arcmin = 1.0;
 inline constexpr int block = 256;           ///< points per tile = threads per block (Parboil's BLOCK_SIZE)
 inline constexpr int sub_histograms = 128;  ///< per block, two threads each (Parboil: 8 warps x 16 histograms)
 
+/// The counts of a block's histogram: 64 bits (a DR block counts n^2 pairs, 2^32 from n = 65536 on). The kernels'
+/// shared sub-histograms count in 32 bits: a bin of one gets the pairs of two threads, at most 2 ceil(n / 256) n,
+/// below 2^32 up to max_points points a set (-p). max_total: the points of all sets together (about 20 bytes each
+/// in memory).
+using bin_count = std::uint64_t;
+static_assert(sizeof(bin_count) == 8);
+inline constexpr int max_points = 500000;
+static_assert(2.0 * ((max_points + block - 1) / block) * max_points < 4294967296.0);
+inline constexpr long long max_total = 1LL << 26;
+
 /// The size sets: Parboil's small, medium and large datasets (100 random sets each). "default" is medium: large takes
 /// about a minute on two CPU cores (1.6e10 pairs), medium about ten seconds (2.5e9 pairs).
 struct size_set {
@@ -54,7 +64,7 @@ inline std::string usage(const char* prog) {
          " [-i Datapnts,Randompnts.1,...,Randompnts.N] [-o OUT] [options] [-- -n N -p POINTS]\n"
          "  -n N        random sets (Parboil's -n; with -i: the number of random files, which it must equal)\n"
          "  -p POINTS   points per set (Parboil's -p; with -i: the first POINTS lines of every file, by default all\n"
-         "              of the data file's)\n"
+         "              of the data file's); at most 500000, and (N + 1) * POINTS at most 2^26\n"
          "  sizes (--size): small (487 points), medium = default (4096), large (10391); 100 random sets each\n" +
          parboil::common_usage;
 }
@@ -148,11 +158,15 @@ inline std::vector<std::vector<float>> generate_ra_dec(int n, int sets) {
   return out;
 }
 
-/// Reads the first n points of a point file (n < 0: all of them) as ra, dec pairs; errors name the file and line.
+/// Reads the first n points of a point file (n < 0: all of them, at most max_points) as ra, dec pairs; errors name
+/// the file and line.
 inline std::vector<float> read_ra_dec(const std::string& path, int n) {
   parboil::text_file f(path);
   std::vector<float> v;
   for (int i = 0; n < 0 || i < n; ++i) {
+    if (n < 0 && i == max_points && !f.at_end()) {
+      f.fail(f.line(), "more than " + std::to_string(max_points) + " points (the most a set may have)");
+    }
     if (f.at_end()) {
       if (n < 0 && i > 0) break;
       f.fail(f.line(), "expected point " + std::to_string(i + 1) + (n < 0 ? "" : " of " + std::to_string(n)) +
@@ -198,10 +212,17 @@ inline bool load(const parboil::options& o, input& in) {
     if ((p != "-n" && p != "-p") || i + 1 >= o.params.size()) {
       throw parboil::usage_error("parameter '" + p + "': expected -n SETS or -p POINTS");
     }
-    const long long v = parboil::to_integer(o.params[++i], 1, p == "-n" ? 100000 : 10000000,
+    const long long v = parboil::to_integer(o.params[++i], 1, p == "-n" ? 100000 : max_points,
                                             p == "-n" ? "-n (random sets)" : "-p (points per set)");
     (p == "-n" ? sets : n) = static_cast<int>(v);
   }
+  auto expect_total = [](long long sets, long long points) {
+    if ((sets + 1) * points > max_total) {
+      throw parboil::usage_error(std::to_string(sets) + " random sets and the data set of " + std::to_string(points) +
+                                 " points each: " + std::to_string((sets + 1) * points) + " points, at most " +
+                                 std::to_string(max_total));
+    }
+  };
   if (!o.inputs.empty()) {
     const int files = static_cast<int>(o.inputs.size()) - 1;
     if (files < 1) throw parboil::usage_error("-i: expected a data file and at least one random file");
@@ -212,6 +233,7 @@ inline bool load(const parboil::options& o, input& in) {
     std::vector<std::vector<float>> ra_dec;
     ra_dec.push_back(read_ra_dec(o.inputs[0], n));
     n = static_cast<int>(ra_dec[0].size() / 2);
+    expect_total(files, n);
     for (int s = 1; s <= files; ++s) ra_dec.push_back(read_ra_dec(o.inputs[static_cast<std::size_t>(s)], n));
     in = to_input(ra_dec, n);
     return true;
@@ -219,6 +241,7 @@ inline bool load(const parboil::options& o, input& in) {
   const size_set size = size_of(o.size);
   if (n < 0) n = size.points;
   if (sets < 0) sets = size.sets;
+  expect_total(sets, n);
   const auto ra_dec = generate_ra_dec(n, sets);
   if (!o.write_inputs.empty()) {
     if (o.write_inputs.size() != ra_dec.size()) {
@@ -248,13 +271,13 @@ struct histograms {
   }
   /// Adds the histogram of one block of a grid over `sets` random sets in Parboil's order: block 0 DD, blocks
   /// 1..sets RR, blocks sets+1..2*sets DR.
-  void add(int kind, int sets, const unsigned* h) {
+  void add(int kind, int sets, const bin_count* h) {
     auto& into = kind == 0 ? dd : (kind <= sets ? rr : dr);
     for (int b = 0; b < bins; ++b) into[b] += h[b];
   }
   /// The histograms of a grid's blocks (20 counts each) in Parboil's order, over `sets` random sets: DD first when
   /// dd, then the RR of each set, then the DR of each set.
-  static histograms of_blocks(const std::vector<unsigned>& h, bool dd, int sets) {
+  static histograms of_blocks(const std::vector<bin_count>& h, bool dd, int sets) {
     histograms r;
     for (std::size_t b = 0; b < h.size() / bins; ++b)
       r.add(static_cast<int>(b) + (dd ? 0 : 1), sets, h.data() + b * bins);

@@ -36,7 +36,7 @@ __device__ int find_bin(float d) {
 }
 
 // pts: x, y, z of the data set then the m random sets ((1 + m) * n floats each). Block 0: DD, 1..m: RR, m+1..2m: DR.
-__global__ void gen_hists(const float* __restrict__ pts, unsigned* __restrict__ hists, int n, int m) {
+__global__ void gen_hists(const float* __restrict__ pts, tpacf::bin_count* __restrict__ hists, int n, int m) {
   __shared__ float tile[3 * block];
   __shared__ unsigned sub[bins * sub_histograms];
   for (int w = threadIdx.x; w < bins * sub_histograms; w += block) sub[w] = 0;
@@ -65,7 +65,7 @@ __global__ void gen_hists(const float* __restrict__ pts, unsigned* __restrict__ 
   }
   __syncthreads();
   if (threadIdx.x < bins) {  // the block's histogram: each bin's sub-histograms summed
-    unsigned s = 0;
+    tpacf::bin_count s = 0;
     for (int w = 0; w < sub_histograms; ++w) s += sub[threadIdx.x * sub_histograms + w];
     hists[blockIdx.x * bins + threadIdx.x] = s;
   }
@@ -92,15 +92,15 @@ int main(int argc, char** argv) {
     check(cudaMemcpyToSymbol(dev_binb, binb.data(), sizeof binb), "cudaMemcpyToSymbol");
     const int blocks = 2 * in.sets + 1;
     float* d_pts = nullptr;
-    unsigned* d_hists = nullptr;
+    tpacf::bin_count* d_hists = nullptr;
     check(cudaMalloc(&d_pts, in.xyz.size() * sizeof(float)), "cudaMalloc");
-    check(cudaMalloc(&d_hists, static_cast<std::size_t>(blocks) * bins * sizeof(unsigned)), "cudaMalloc");
+    check(cudaMalloc(&d_hists, static_cast<std::size_t>(blocks) * bins * sizeof(tpacf::bin_count)), "cudaMalloc");
     check(cudaMemcpy(d_pts, in.xyz.data(), in.xyz.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
     gen_hists<<<blocks, block>>>(d_pts, d_hists, in.n, in.sets);
     check(cudaGetLastError(), "gen_hists launch");
     check(cudaDeviceSynchronize(), "gen_hists");
-    std::vector<unsigned> h(static_cast<std::size_t>(blocks) * bins);
-    check(cudaMemcpy(h.data(), d_hists, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    std::vector<tpacf::bin_count> h(static_cast<std::size_t>(blocks) * bins);
+    check(cudaMemcpy(h.data(), d_hists, h.size() * sizeof(tpacf::bin_count), cudaMemcpyDeviceToHost), "cudaMemcpy");
     const tpacf::histograms total = tpacf::histograms::of_blocks(h, true, in.sets);
     check(cudaFree(d_pts), "cudaFree");
     check(cudaFree(d_hists), "cudaFree");
