@@ -22,7 +22,16 @@
 //    complete — checked whenever warp operations are in use, as mixing them divergently could otherwise resume a
 //    thread early; such a block is cancelled (its threads unwind) and fails with kernel_check_error;
 //  - a collective deposits into bank[phase & 1]: the combine of phase p runs before any thread of phase p + 1 runs,
-//    and a thread reads phase p's results before it arrives at phase p + 1, so two banks never collide.
+//    and a thread reads phase p's results before it arrives at phase p + 1, so two banks never collide;
+//  - the threads of a block share their OS thread's C++ exception-handling state (eh_state.hpp: the caught
+//    exceptions' stack and the uncaught count), which no switch here saves: a thread must hold no catch handler open
+//    and unwind no exception while it is suspended. Every barrier and warp-operation arrival (both paths of the
+//    stub, and apgas_detail_kernel_barrier_arrive) compares the state with what it was when the block started; a
+//    thread that arrives inside a handler (or from a destructor during unwinding) cancels the block, which fails with
+//    kernel_check_error, checking mode or not (`throw;` after the switch would rethrow another thread's exception,
+//    and the end of its handler free an exception another handler still uses);
+//  - a collective's combine (the body's op) that throws cancels the block, which then fails with that exception.
+#include "eh_state.hpp"
 #include "finish.hpp"
 #include "kernel_switch.hpp"
 #include "runtime.hpp"
@@ -36,6 +45,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -44,6 +54,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace apgas::detail {
@@ -124,6 +135,12 @@ struct shared_check {
 
 namespace {
 
+// The checking mode's state of a block-level body that cpu_block_enter saves and cpu_block_leave restores.
+struct cpu_thread_state {
+  int thread;          // whose shared accesses follow (-1: the block's own)
+  const char* inside;  // the construct whose per-thread code runs (null: none)
+};
+
 struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` through it
   const cpu_launch_info* info = nullptr;
   long b = 0;
@@ -149,17 +166,32 @@ struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` t
   void* thread_ctx = nullptr;
   bool warp_ops = false;               // a warp operation happened in this block: resumptions are checked
   bool cancelled = false;
+  bool refused = false;                // cancelled because the block cannot run as written (reported)
   bool slow = false;                   // warp_ops || cancelled || checking: barriers take the general path
+  // The OS thread's exception-handling state, and what it was when the block started (eh_state.hpp): every barrier
+  // compares them (the threads of a block share the state, so none may reach a barrier inside a catch handler).
+  eh_state* eh = nullptr;
+  eh_state eh_base;
   std::exception_ptr first_error;
   std::unique_ptr<unsigned char[]> banks;  // [2][max threads][slot]: block collectives, then [2][..][..] warp ops
   std::unique_ptr<std::uint32_t[]> tags;   // [2][max threads] block, then [2][max threads] warp
   alignas(16) unsigned char result[2][slot_bytes];
+  alignas(16) unsigned char unwinding[slot_bytes] = {};  // what a barrier returns to a thread that unwinds (zeros)
   warp_state warps[max_cpu_threads_per_block / warp_size];
 
   // checking mode (`checking` is in the head)
   std::uint32_t epoch = 0;               // barriers passed (block-level: sync() calls)
+  // clocked: what the first thread to arrive in the current block phase reached (its collective's combine, whether
+  // it deposited a value), which the others must reach too; each kind of report once per block
+  combine_fn phase_combine = nullptr;
+  bool phase_deposit = false;
+  int phase_first = 0;
+  bool mixed_reported = false;
+  bool ended_lane_reported = false;
   int current_thread = -1;               // whose accesses these are
-  bool in_for_threads = false;
+  const char* inside = nullptr;          // block level: the construct whose per-thread function runs (cpu_block_enter)
+  std::vector<cpu_thread_state> entered;  // the states cpu_block_enter saved, innermost last
+  std::vector<std::pair<const char*, const char*>> nested;  // (construct, inside what) reported in this block
   std::vector<std::unique_ptr<shared_check>> checks;
   std::vector<std::string> reports;
   static constexpr std::size_t max_reports = 8;
@@ -230,16 +262,36 @@ const char* waiting_on(const kthread& u) noexcept {
   return u.state == wait::warp ? "a warp operation" : "a block barrier (advance or a block collective)";
 }
 
+// The block cannot go on as written: every thread unwinds when it next runs (its barrier returns null; a thread that
+// has not started does not run its body).
+void cancel(cpu_block& b, bool refused = false) noexcept {
+  b.refused = b.refused || refused;
+  b.cancelled = true;
+  b.slow = true;
+  for (int i = 0; i < b.n; ++i) b.threads[static_cast<std::size_t>(i)].result = nullptr;
+}
+
 // Called before switching to u when warp operations are in use.
 void check_resumable(cpu_block& b, const kthread& from, const kthread& u) {
   if (b.cancelled || resumable(b, u)) return;
-  b.cancelled = true;
-  b.slow = true;
-  for (int i = 0; i < b.n; ++i) b.threads[static_cast<std::size_t>(i)].result = nullptr;  // they unwind when resumed
+  cancel(b, true);
   b.report("divergent barrier in " + b.where() + ": thread " + std::to_string(u.t) + " waits at " + waiting_on(u) +
            " while thread " + std::to_string(from.t) + " went on from " +
            (from.state == wait::warp ? "a warp operation" : "a block barrier") +
            " (every thread of a warp must reach each warp operation, and every thread of the block each barrier)");
+}
+
+// A collective's combine, which runs the body's operation: one that throws fails the block with its exception, and
+// the block is cancelled so that its threads unwind (the combine runs inside a barrier, whose entry points cannot
+// throw: the exception would end the process).
+[[gnu::noinline]] void run_combine(cpu_block& b, combine_fn fn, void* slots, const bool* present, int n, void* result,
+                                   const void* op) noexcept {
+  try {
+    fn(slots, present, n, result, op);
+  } catch (...) {
+    if (!b.first_error) b.first_error = std::current_exception();
+    cancel(b);
+  }
 }
 
 void complete_block_phase(cpu_block& b) {
@@ -248,7 +300,7 @@ void complete_block_phase(cpu_block& b) {
     bool present[max_cpu_threads_per_block];
     const int parity = static_cast<int>(p & 1);
     for (int i = 0; i < b.n; ++i) present[i] = b.block_tag(parity, i) == p;
-    b.pending(b.block_slot(parity, 0), present, b.n, b.result[parity], b.pending_op);
+    run_combine(b, b.pending, b.block_slot(parity, 0), present, b.n, b.result[parity], b.pending_op);
     b.pending = nullptr;
   }
   b.phase = p + 1;
@@ -263,7 +315,7 @@ void complete_warp_phase(cpu_block& b, warp_state& w, int warp) {
     const int lo = warp * warp_size;
     const int cnt = std::min(warp_size, b.n - lo);
     for (int i = 0; i < cnt; ++i) present[i] = b.warp_tag(parity, lo + i) == w.phase;
-    w.pending(b.warp_slot(parity, lo), present, cnt, nullptr, w.op);
+    run_combine(b, w.pending, b.warp_slot(parity, lo), present, cnt, nullptr, w.op);
     w.pending = nullptr;
   }
   w.phase += 1;
@@ -277,9 +329,38 @@ void prepare_resume(cpu_block& b, kthread& u) noexcept {
   if (u.state != wait::fresh) u.state = wait::running;  // a fresh thread: kthread_entry starts it
 }
 
+// What a thread reached at a block barrier, for the report of different collectives at one barrier.
+const char* collective_name(combine_fn combine, bool deposit) noexcept {
+  if (combine != nullptr) return "a reduction or a scan";
+  return deposit ? "a broadcast" : "advance()";
+}
+
+// Checking mode: every thread of a block must reach the same collective at a barrier, with the same operation and
+// type (advance() alike): on a GPU each holds its own __syncthreads() calls, and a reduction's tree or a broadcast's
+// source would mix values of different meanings. Compared with the first thread to arrive in the phase.
+void check_same_collective(cpu_block& b, const kthread& k, combine_fn combine) {
+  const bool deposit = b.block_tag(static_cast<int>(b.phase & 1), k.t) == b.phase;
+  if (b.arrived == 0) {
+    b.phase_combine = combine;
+    b.phase_deposit = deposit;
+    b.phase_first = k.t;
+    return;
+  }
+  if (b.mixed_reported || (combine == b.phase_combine && deposit == b.phase_deposit)) return;
+  b.mixed_reported = true;
+  const bool both_combine = combine != nullptr && b.phase_combine != nullptr;
+  const std::string first = std::to_string(b.phase_first);
+  b.report("different collectives at one barrier in " + b.where() + ": thread " + std::to_string(k.t) + " reached " +
+           (both_combine ? "a reduction or a scan of another kind, type or operation than thread " + first + "'s"
+                         : std::string(collective_name(combine, deposit)) + " where thread " + first + " reached " +
+                               collective_name(b.phase_combine, b.phase_deposit)) +
+           " (on a GPU every thread of a block must reach the same collective, with the same operation and type)");
+}
+
 // A thread arrives at the block barrier: the next thread in order runs (the last one's arrival completes the phase).
 kthread* block_next(kthread* k, combine_fn combine, const void* op) {
   cpu_block& b = *k->block;
+  if (b.checking) check_same_collective(b, *k, combine);
   if (combine != nullptr) {
     b.pending = combine;
     b.pending_op = op;
@@ -310,9 +391,44 @@ kthread* warp_next(kthread* k, combine_fn combine, const void* op) {
   return u;
 }
 
+// Whether the OS thread's exception state is what it was when the block started: the running thread has no catch
+// handler open and no exception unwinding its frames (the others, suspended at barriers, had none either).
+inline bool eh_clean(const cpu_block& b) noexcept { return *b.eh == b.eh_base; }
+
+// The same on the barrier's fast path, taken only by blocks that started with no handler open and no exception
+// unwinding (others take the general path throughout: cpu_run_clocked): both fields tested against zero with one
+// branch, a load of the state's address, two loads, an or and a branch that a correct kernel never takes.
+inline bool eh_none(const cpu_block& b) noexcept {
+  const eh_state& now = *b.eh;
+  return (reinterpret_cast<std::uintptr_t>(now.caught) | now.uncaught) == 0;
+}
+
+// A thread reached a barrier (kind 0) or a warp operation (kind 1) inside a catch handler or while an exception
+// unwinds its frames. Switching away would hand the handler's exception to the thread that runs next (they share
+// the OS thread's state): `throw;` there would rethrow it, its handler's end would free it under this one. So the
+// block is cancelled and k itself goes on, without a switch: inside a handler its barrier returns null and it
+// unwinds (block_cancelled, thrown from the handler, ends the handler); then the others, whose barriers return null
+// too. A thread that unwinds (a destructor reached the barrier) cannot throw: its barrier returns an area of zeros
+// instead (a collective's result there is meaningless, the block fails anyway) and it unwinds on.
+kthread* barrier_in_handler(cpu_block& b, kthread* k, long kind) {
+  if (!b.cancelled) {
+    cancel(b, true);
+    b.report(std::string(kind == 0 ? "advance() or a block collective" : "a warp operation") +
+             " reached inside a catch handler (or while an exception unwinds) in " + b.where() + ", thread " +
+             std::to_string(k->t) +
+             ": not supported on CPU places — the threads of a block share one OS thread's exception state, and GPU "
+             "kernels have no exceptions (end the handler first, keeping what it needs, and reach the barrier after "
+             "it)");
+  }
+  k->result = b.eh->uncaught != b.eh_base.uncaught ? b.unwinding : nullptr;
+  prepare_resume(b, *k);
+  return k;
+}
+
 // Arrival bookkeeping shared by both barrier paths; returns the thread to run next, prepared (possibly k itself).
 kthread* arrive(kthread* k, long kind, combine_fn combine, const void* op) {
   cpu_block& b = *k->block;
+  if (!eh_clean(b)) [[unlikely]] return barrier_in_handler(b, k, kind);
   kthread* const u = kind == 0 ? block_next(k, combine, op) : warp_next(k, combine, op);
   if (u != k && (b.warp_ops || kind != 0)) check_resumable(b, *k, *u);
   prepare_resume(b, *u);
@@ -482,6 +598,18 @@ void close_epoch(shared_check& c);
 void cpu_prepare(cpu_launch_info& info, const grid* explicit_shape) {
   scheduler* s = the_scheduler();
   info.checking = s != nullptr && s->kernel_check();
+  if (info.checking) {
+    // A GPU refuses these; so does a CPU place in checking mode, so that a kernel tested here launches there.
+    if (info.shared_bytes > gpu_max_shared) {
+      refuse("shared memory of " + std::to_string(info.shared_bytes) + " B per block exceeds a GPU's " +
+             std::to_string(gpu_max_shared) + " B (checking mode)");
+    }
+    if (info.constant_bytes > max_constant_bytes) {
+      refuse("constant memory of " + std::to_string(info.constant_bytes) +
+             " B (its constant_from resources, each at a 16-byte boundary) exceeds a GPU's " +
+             std::to_string(max_constant_bytes) + " B (checking mode)");
+    }
+  }
   if (explicit_shape == nullptr) {
     const int workers = std::max(1, num_workers());
     info.g = info.kind == body_kind::block ? grid{workers, warp_size} : grid{workers, 1};
@@ -492,8 +620,20 @@ void cpu_prepare(cpu_launch_info& info, const grid* explicit_shape) {
   if (g.blocks.x < 1 || g.blocks.y < 1 || g.blocks.z < 1) {
     refuse("grid of " + dims(g.blocks) + " blocks: every dimension needs at least 1 block");
   }
+  // A GPU's grid limits hold everywhere (a GPU place refuses more whatever the mode): with them the block count,
+  // x * y * z, fits in a long (beyond them it could wrap around, to no blocks at all).
+  static_assert(LONG_MAX / (static_cast<long>(gpu_max_grid.y) * gpu_max_grid.z) >= gpu_max_grid.x);
+  if (g.blocks.y > gpu_max_grid.y || g.blocks.z > gpu_max_grid.z) {
+    refuse("grid of " + dims(g.blocks) + " blocks: expected 1 to " + dims(gpu_max_grid) +
+           " per dimension (a GPU's limits)");
+  }
   if (g.threads.x < 1 || g.threads.y < 1 || g.threads.z < 1) {
     refuse("blocks of " + dims(g.threads) + " threads: every dimension needs at least 1 thread");
+  }
+  if (g.threads.x > max_cpu_threads_per_block || g.threads.y > max_cpu_threads_per_block ||
+      g.threads.z > max_cpu_threads_per_block) {  // (tested first: the product of such dimensions could overflow)
+    refuse("blocks of " + dims(g.threads) + " threads: expected 1 to " + std::to_string(max_cpu_threads_per_block) +
+           " threads per block");
   }
   const long threads = g.threads.count();
   if (threads > max_cpu_threads_per_block) {
@@ -505,18 +645,9 @@ void cpu_prepare(cpu_launch_info& info, const grid* explicit_shape) {
            std::to_string(info.max_threads));
   }
   if (info.checking) {
-    // A GPU refuses these; so does a CPU place in checking mode, so that a kernel tested here launches there.
     if (g.threads.x > gpu_max_block.x || g.threads.y > gpu_max_block.y || g.threads.z > gpu_max_block.z) {
       refuse("blocks of " + dims(g.threads) + " threads exceed a GPU's block dimensions " + dims(gpu_max_block) +
              " (checking mode)");
-    }
-    if (g.blocks.y > gpu_max_grid.y || g.blocks.z > gpu_max_grid.z) {
-      refuse("grid of " + dims(g.blocks) + " blocks exceeds a GPU's grid dimensions " + dims(gpu_max_grid) +
-             " (checking mode)");
-    }
-    if (info.shared_bytes > gpu_max_shared) {
-      refuse("shared memory of " + std::to_string(info.shared_bytes) + " B per block exceeds a GPU's " +
-             std::to_string(gpu_max_shared) + " B (checking mode)");
     }
   }
   info.g = g;
@@ -532,7 +663,9 @@ void* cpu_block_begin(const cpu_launch_info& info, long b) {
   if (info.checking) {
     blk.epoch += 1;
     blk.current_thread = -1;
-    blk.in_for_threads = false;
+    blk.inside = nullptr;
+    blk.entered.clear();
+    blk.nested.clear();
     blk.checks.clear();
     blk.reports.clear();
     blk.more_reports = 0;
@@ -579,8 +712,14 @@ void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, voi
   b.thread_ctx = ctx;
   b.warp_ops = false;
   b.cancelled = false;
+  b.refused = false;
+  b.mixed_reported = false;
+  b.ended_lane_reported = false;
   b.slow = b.checking;
   b.first_error = nullptr;
+  b.eh = thread_eh_state();  // the block runs start to end on this OS thread
+  b.eh_base = *b.eh;
+  if (!(b.eh_base == eh_state{})) b.slow = true;  // launched inside a handler: the fast path compares with none
   b.phase += 2;  // a fresh phase: tags and wait phases of the last block cannot match it
   kthread* ts = b.threads.get();
   for (int i = 0; i < threads; ++i) {
@@ -611,8 +750,9 @@ void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, voi
   apgas_detail_kernel_switch(&b.driver, &ts[0].ctx);
   san::after_switch(self->marks, nullptr);
   b.current_thread = -1;
-  if (b.checking) {
-    // Divergent barriers: every thread that ended normally reached the same number of them.
+  if (b.checking && !b.cancelled) {
+    // Divergent barriers: every thread that ended normally reached the same number of them (in a cancelled block
+    // the threads stopped where they were).
     int most = 0;
     int who = 0;
     for (int i = 0; i < threads; ++i) {
@@ -630,8 +770,12 @@ void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, voi
       }
     }
   }
-  if (b.cancelled && !b.checking) {
-    // Without checking mode the divergence is still an error: the block could not run as written.
+  if (b.refused) {
+    // What cancelled the block (a divergence, a barrier inside a catch handler) is the error, whatever a thread threw
+    // as the block unwound: the block could not run as written. The checking mode reports it with the rest
+    // (cpu_block_end); without it, it is the only report. (A block cancelled because an operation threw fails with
+    // that exception.)
+    if (b.checking) return;
     std::string msg = "apgas: " + (b.reports.empty() ? std::string("a clocked block was cancelled") : b.reports.front());
     b.reports.clear();
     throw kernel_check_error(msg);
@@ -676,7 +820,17 @@ const void* cpu_warp_slot_of(void* self, int lane) noexcept {
   const int warp = k->t / warp_size;
   const std::uint32_t p = b.warps[warp].phase - 1;
   const int t = warp * warp_size + lane;
-  if (lane < 0 || lane >= warp_size || t >= b.n || b.warp_tag(static_cast<int>(p & 1), t) != p) return nullptr;
+  if (lane < 0 || lane >= warp_size || t >= b.n) return nullptr;
+  if (b.warp_tag(static_cast<int>(p & 1), t) != p) {
+    if (b.checking && b.threads[static_cast<std::size_t>(t)].state == wait::done && !b.ended_lane_reported) {
+      // Without the checking mode a lane that has ended gives the caller's own value (it takes part in nothing).
+      b.ended_lane_reported = true;
+      b.report("a warp operation of thread " + std::to_string(k->t) + " reads lane " + std::to_string(lane) +
+               " of its warp, which has ended, in " + b.where() +
+               " (on a GPU a lane that has exited takes part in no warp operation: what it gives is undefined)");
+    }
+    return nullptr;
+  }
   return b.warp_slot(static_cast<int>(p & 1), t);
 }
 
@@ -694,7 +848,7 @@ extern "C" kernel_context* apgas_detail_kernel_barrier_next(void* self, long kin
                                                            const void* op) noexcept {
   kthread* const k = as_thread(self);
   cpu_block& b = *k->block;
-  if (kind == 0 && combine == nullptr && !b.slow) [[likely]] {
+  if (kind == 0 && combine == nullptr && !b.slow && eh_none(b)) [[likely]] {
     const std::uint32_t p = b.phase;
     k->state = wait::block;
     k->wait_phase = p;
@@ -748,11 +902,54 @@ void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align) {
 void cpu_block_sync(void* block) {
   cpu_block& b = *static_cast<cpu_block*>(block);
   if (!b.checking) return;
-  if (b.current_thread >= 0 && b.info->kind == body_kind::block) {
-    b.report("sync() inside for_threads in " + b.where() + " (thread " + std::to_string(b.current_thread) +
-             "): on a GPU that is a barrier only some iterations reach; call sync() between for_threads loops");
+  if (b.inside != nullptr) {
+    b.report("sync() inside " + std::string(b.inside) + " in " + b.where() + " (thread " +
+             std::to_string(b.current_thread) + "): on a GPU that is a barrier only some iterations reach; call sync() "
+             "between for_threads loops");
   }
   b.epoch += 1;
+}
+
+void cpu_block_enter(void* block, const char* what) noexcept {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  b.entered.push_back(cpu_thread_state{b.current_thread, b.inside});
+  if (b.inside != nullptr) {
+    // Once per block for each pair: inside a loop over the block's threads it would come once per thread.
+    const auto same = [&](const std::pair<const char*, const char*>& p) {
+      return std::strcmp(p.first, what) == 0 && std::strcmp(p.second, b.inside) == 0;
+    };
+    if (std::none_of(b.nested.begin(), b.nested.end(), same)) {
+      b.nested.emplace_back(what, b.inside);
+      const bool loop = std::strncmp(what, "for_threads", 11) == 0;
+      const bool single = std::strcmp(b.inside, "single") == 0;
+      const std::string function = "the function given to " + std::string(b.inside);
+      std::string why = loop ? "on a GPU " + (single ? "only thread 0 runs " + function
+                                                     : "each thread runs " + function + " on its own") +
+                                   ", so a " + what + " there is one call of its function, with that thread's index, "
+                                   "not a loop over the block"
+                             : std::string("on a GPU ") + what + " holds a barrier (__syncthreads()), which " +
+                                   (single ? std::string("only thread 0 reaches there")
+                                           : "every thread reaches from its own call of " + function +
+                                                 ", where a CPU place runs all of it once per call");
+      b.report(std::string(what) + " inside " + b.inside + " in " + b.where() + " (thread " +
+               std::to_string(b.current_thread) + "): " + why + "; call " + what +
+               " at block level, between for_threads loops");
+    }
+  }
+  b.inside = what;
+}
+
+void cpu_block_loop_thread(void* block, int t, const char* entering) noexcept {
+  if (entering != nullptr) cpu_block_enter(block, entering);
+  static_cast<cpu_block*>(block)->current_thread = t;
+}
+
+void cpu_block_leave(void* block) noexcept {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  if (b.entered.empty()) return;  // (every enter has its leave)
+  b.current_thread = b.entered.back().thread;
+  b.inside = b.entered.back().inside;
+  b.entered.pop_back();
 }
 
 

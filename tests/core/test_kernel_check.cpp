@@ -5,6 +5,8 @@
 #define APGAS_KERNEL_CHECKS 1
 #include "support/run.hpp"
 
+#include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -155,6 +157,33 @@ TEST(KernelCheck, LaunchesBeyondAGpusLimitsAreRefused) {
     } catch (const apgas::kernel_launch_error& e) {
       expect_mentions(e.what(), {"300000 B", "232448 B"});
     }
+    // Constant memory as a GPU lays it out, each constant_from at a 16-byte boundary: 32767 + 1 + 32768 bytes fit
+    // in 64 KiB, 32769 + 15 + 32768 do not.
+    std::vector<char> a(32769, 1), b(32768, 2);
+    std::vector<int> got(2, 0);
+    int* g = got.data();
+    const auto both = [=](apgas::thread, std::span<const char> x, std::span<const char> y) {
+      g[0] = x.back();
+      g[1] = y.back();
+    };
+    apgas::at(apgas::here(),
+              apgas::cuda_kernel(apgas::grid{1, 1}, apgas::constant_from(std::span<const char>(a).first(32767)),
+                                 apgas::constant_from(std::span<const char>(b)), both));
+    EXPECT_EQ(got, (std::vector<int>{1, 2}));
+    try {
+      apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 1}, apgas::constant_from(std::span<const char>(a)),
+                                                  apgas::constant_from(std::span<const char>(b)), both));
+      ADD_FAILURE() << "65552 B of constant memory were not refused";
+    } catch (const apgas::kernel_launch_error& e) {
+      expect_mentions(e.what(), {"constant memory of 65552 B", "65536 B", "checking mode"});
+    }
+    try {  // with auto_grid too
+      apgas::at(apgas::here(), apgas::cuda_kernel(apgas::auto_grid(), apgas::shared<char>(300000),
+                                                  [](apgas::thread, apgas::shared_span<char>) {}));
+      ADD_FAILURE() << "300000 B of shared memory were not refused with auto_grid";
+    } catch (const apgas::kernel_launch_error& e) {
+      expect_mentions(e.what(), {"300000 B", "232448 B"});
+    }
   });
   // Without the checking mode a CPU place runs them (its own limits are looser).
   checking([] {
@@ -164,6 +193,13 @@ TEST(KernelCheck, LaunchesBeyondAGpusLimitsAreRefused) {
       if (t.thread() == 0) *r += 1;
     }));
     EXPECT_EQ(runs, 1);
+    std::vector<char> a(40000, 1);
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 1}, apgas::constant_from(std::span<const char>(a)),
+                                                apgas::constant_from(std::span<const char>(a)),
+                                                [=](apgas::thread, std::span<const char> x, std::span<const char> y) {
+      *r += x[0] + y[0];
+    }));
+    EXPECT_EQ(runs, 3);
   }, false);
 }
 
@@ -311,6 +347,237 @@ TEST(KernelCheck, WithoutCheckingAScanSkipsAnEndedThread) {
     EXPECT_EQ(incl, (std::vector<int>{-1, 10, -1, 40}));
     EXPECT_EQ(excl, (std::vector<int>{-1, 1, -1, 13}));
   }, false);
+}
+
+// Inside the function given to for_threads (or to single, or to a collective), a GPU runs what that function calls
+// from each thread on its own: a nested for_threads is one call, a collective or single a barrier. A CPU place would
+// run them for the whole block once per call, and compute something else: the checking mode reports them, once per
+// block. Whose accesses follow is restored after each loop, also when an exception leaves it: a nested loop reset it
+// to the block's own (a race after it went unreported), and one left by an exception left it to a thread (a sync()
+// after it was reported as inside for_threads).
+TEST(KernelCheck, ConstructsInsideForThreadsAreReported) {
+  checking([] {
+    const auto r = reports(apgas::cuda_kernel(apgas::grid{2, 32}, apgas::shared<int>(32),
+                                              [](apgas::thread_block b, apgas::shared_span<int> s) {
+      b.for_threads([&](apgas::thread_index) {
+        b.for_threads([&](apgas::thread_index u) { s[static_cast<std::size_t>(u.linear)] += 1; });
+      });
+    }));
+    ASSERT_EQ(r.size(), 2u);  // both blocks
+    for (const auto& w : r) {
+      expect_mentions(w, {"found 1 problem(s)", "for_threads inside for_threads in kernel", "(thread 0)",
+                          "one call of its function, with that thread's index"});
+    }
+    const auto inside_for_threads = [](const char* what, auto call) {
+      const auto r2 = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [=](apgas::thread_block b) {
+        b.for_threads([&](apgas::thread_index) { call(b); });
+      }));
+      ASSERT_EQ(r2.size(), 1u) << what;
+      expect_mentions(r2[0], {"found 1 problem(s)", std::string(what) + " inside for_threads", "__syncthreads()"});
+    };
+    inside_for_threads("reduce", [](apgas::thread_block b) {
+      (void)b.reduce([](apgas::thread_index) { return 1; }, apgas::plus{});
+    });
+    inside_for_threads("all", [](apgas::thread_block b) { (void)b.all([](apgas::thread_index) { return true; }); });
+    inside_for_threads("exclusive_scan", [](apgas::thread_block b) {
+      (void)b.exclusive_scan([](apgas::thread_index) { return 1; }, 0, apgas::plus{});
+    });
+    inside_for_threads("single", [](apgas::thread_block b) { b.single([] {}); });
+    const auto r3 = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [](apgas::thread_block b) {
+      b.single([&] { b.for_threads_in({0, 0, 0}, {4, 1, 1}, [](apgas::thread_index) {}); });
+    }));
+    ASSERT_EQ(r3.size(), 1u);
+    expect_mentions(r3[0], {"for_threads_in inside single", "only thread 0 runs the function given to single"});
+    // After a nested loop the accesses are the outer thread's again: every thread writing element 0 is a race.
+    const auto r4 = reports(apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<int>(32),
+                                               [](apgas::thread_block b, apgas::shared_span<int> s) {
+      b.for_threads([&](apgas::thread_index t) {
+        b.for_threads_in({0, 0, 0}, {1, 1, 1}, [](apgas::thread_index) {});
+        s[0] = t.linear;
+      });
+    }));
+    ASSERT_EQ(r4.size(), 1u);
+    expect_mentions(r4[0], {"found 2 problem(s)", "for_threads_in inside for_threads",
+                            "data race on shared array 0", "element 0"});
+    // An exception caught around for_threads: what follows is the block's own again.
+    const auto r5 = reports(apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<int>(32),
+                                               [](apgas::thread_block b, apgas::shared_span<int> s) {
+      try {
+        b.for_threads([&](apgas::thread_index t) {
+          if (t.linear == 5) throw std::runtime_error("5");
+          s[static_cast<std::size_t>(t.linear)] = 1;
+        });
+      } catch (const std::runtime_error&) {
+      }
+      b.sync();
+      b.for_threads([&](apgas::thread_index t) { s[static_cast<std::size_t>(t.linear)] = 2; });
+    }));
+    EXPECT_TRUE(r5.empty()) << r5.front();
+  });
+}
+
+// Two more things that are undefined on a GPU and ran here: threads of a block reaching different collectives at one
+// barrier (a reduction and advance(), a reduction and a broadcast, sums and maxima), and a warp operation reading a
+// lane that has ended (without the checking mode it gets the caller's own value).
+TEST(KernelCheck, DifferentCollectivesAtOneBarrierAndEndedLanesAreReported) {
+  checking([] {
+    const auto mixed = [](const char* what, auto body) {
+      const auto r = reports(apgas::cuda_kernel(apgas::grid{2, 64}, body));
+      ASSERT_EQ(r.size(), 2u) << what;
+      expect_mentions(r[0], {"found 1 problem(s)", "different collectives at one barrier", what});
+    };
+    mixed("thread 1 reached advance() where thread 0 reached a reduction or a scan", [](apgas::clocked_thread t) {
+      if (t.thread() == 0) {
+        (void)t.reduce(1, apgas::plus{});
+      } else {
+        t.advance();
+      }
+    });
+    mixed("thread 32 reached a broadcast where thread 0 reached a reduction or a scan", [](apgas::clocked_thread t) {
+      (void)(t.thread() < 32 ? t.reduce(1, apgas::plus{}) : t.broadcast(t.thread(), 40));
+    });
+    mixed("thread 32 reached a reduction or a scan of another kind, type or operation than thread 0's",
+          [](apgas::clocked_thread t) {
+            (void)(t.thread() < 32 ? t.reduce(1, apgas::plus{}) : t.reduce(1, apgas::maximum{}));
+          });
+    const auto r = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [](apgas::clocked_thread t) {
+      if (t.lane() >= 16) return;
+      (void)t.shfl_down(t.lane(), 1);
+    }));
+    ASSERT_EQ(r.size(), 1u);
+    expect_mentions(r[0], {"found 1 problem(s)", "a warp operation of thread 15 reads lane 16 of its warp, which has "
+                                                 "ended"});
+  });
+}
+
+// The threads of a clocked block share their OS thread's C++ exception-handling state: a barrier reached inside a
+// catch handler (advance, a block collective, a warp operation), or from a destructor while an exception unwinds,
+// fails the block with kernel_check_error, checking mode or not, and its threads unwind. (It used to switch with the
+// handler open: `throw;` rethrew another thread's exception, and ending the handlers freed exceptions still in use.)
+struct advance_at_exit {
+  apgas::clocked_thread t;
+  ~advance_at_exit() noexcept(false) { t.advance(); }
+};
+
+TEST(KernelCheck, ABarrierInsideACatchHandlerFailsTheBlock) {
+  for (bool on : {false, true}) {
+    checking([] {
+      std::vector<int> after(8, 0);
+      int* a = after.data();
+      const auto r = reports(apgas::cuda_kernel(apgas::grid{2, 4}, [=](apgas::clocked_thread t) {
+        try {
+          throw std::runtime_error("thread " + std::to_string(t.thread()));
+        } catch (const std::exception&) {
+          t.advance();
+          if (t.thread() == 0) throw;  // would have rethrown thread 3's exception
+          a[t.global_id()] = 1;
+        }
+      }));
+      ASSERT_EQ(r.size(), 2u);  // both blocks
+      for (const auto& w : r) {
+        expect_mentions(w, {"advance() or a block collective reached inside a catch handler (or while an exception "
+                            "unwinds)", ", thread 0: not supported on CPU places",
+                            "share one OS thread's exception state", "lambda(apgas::clocked_thread)"});
+      }
+      for (int v : after) EXPECT_EQ(v, 0);  // no thread went on past the barrier
+      const auto r2 = reports(apgas::cuda_kernel(apgas::grid{1, 8}, [=](apgas::clocked_thread t) {
+        int v = 1;
+        try {
+          if (t.thread() == 5) throw std::runtime_error("5");
+        } catch (const std::exception&) {
+          v = t.reduce(v, apgas::plus{});
+        }
+        a[t.thread()] = t.reduce(v, apgas::plus{});
+      }));
+      ASSERT_EQ(r2.size(), 1u);
+      expect_mentions(r2[0], {"advance() or a block collective reached inside a catch handler", "thread 5"});
+      const auto r3 = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [=](apgas::clocked_thread t) {
+        try {
+          throw 7;
+        } catch (int) {
+          a[t.thread() % 8] = t.shfl(t.thread(), 0);
+        }
+      }));
+      ASSERT_EQ(r3.size(), 1u);
+      expect_mentions(r3[0], {"a warp operation reached inside a catch handler", "thread 0"});
+      // From a destructor while thread 2's exception unwinds: the barrier cannot throw there; the block still fails
+      // with the report, not with thread 2's exception.
+      const auto r4 = reports(apgas::cuda_kernel(apgas::grid{1, 4}, [=](apgas::clocked_thread t) {
+        const advance_at_exit last{t};
+        if (t.thread() == 2) throw std::runtime_error("2");
+      }));
+      ASSERT_EQ(r4.size(), 1u);
+      expect_mentions(r4[0], {"advance() or a block collective reached inside a catch handler (or while an exception "
+                              "unwinds)", "thread 2"});
+      // A handler that has ended before the barrier is fine, and so is a kernel launched from inside a handler,
+      // whose handler still holds its own exception after it.
+      std::vector<int> sums(16, 0);
+      int* ps = sums.data();
+      try {
+        throw std::logic_error("the launcher's");
+      } catch (const std::logic_error&) {
+        EXPECT_TRUE(reports(apgas::cuda_kernel(apgas::grid{2, 8}, [=](apgas::clocked_thread t) {
+          int v = 0;
+          try {
+            throw std::runtime_error(std::to_string(t.thread()));
+          } catch (const std::exception& e) {
+            v = std::stoi(e.what());
+          }
+          t.advance();
+          ps[t.global_id()] = t.reduce(v, apgas::plus{});
+        })).empty());
+        try {
+          throw;
+        } catch (const std::logic_error& e) {
+          EXPECT_STREQ(e.what(), "the launcher's");
+        }
+      }
+      for (int v : sums) EXPECT_EQ(v, 28);
+      EXPECT_EQ(std::uncaught_exceptions(), 0);
+    }, on);
+  }
+}
+
+// An operation that throws inside a clocked collective (reduce, a scan) fails the block with its exception, as in a
+// block-level reduce, and the block's threads unwind (it ended the process: the combine runs inside the barrier).
+struct plus_up_to_10 {
+  template <class T>
+  T operator()(const T& a, const T& b) const {
+    if (a + b > 10) throw std::range_error("over 10");
+    return a + b;
+  }
+};
+
+TEST(KernelCheck, AnOperationThatThrowsInAClockedCollectiveFailsTheBlock) {
+  for (bool on : {false, true}) {
+    checking([] {
+      for (int kind = 0; kind < 3; ++kind) {
+        std::vector<int> after(64, 0);
+        int* a = after.data();
+        try {
+          apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{2, 32}, [=](apgas::clocked_thread t) {
+            const int small = t.reduce(1, apgas::minimum{});  // an operation that does not throw first
+            if (kind == 0) (void)t.reduce(small, plus_up_to_10{});
+            if (kind == 1) (void)t.inclusive_scan(small, plus_up_to_10{});
+            if (kind == 2) (void)t.exclusive_scan(small, 0, plus_up_to_10{});
+            a[t.global_id()] = 1;
+          }));
+          ADD_FAILURE() << "collective " << kind << ": the operation's exception did not reach the finish";
+        } catch (const apgas::multiple_exceptions& m) {
+          EXPECT_EQ(m.size(), 2u) << "collective " << kind;  // one per block
+          EXPECT_EQ(m.of_type<std::range_error>().size(), m.size()) << "collective " << kind;
+        }
+        for (int v : after) EXPECT_EQ(v, 0) << "collective " << kind;
+      }
+      int x = 0;  // the place goes on working
+      int* px = &x;
+      apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 32}, [=](apgas::clocked_thread t) {
+        const int s = t.inclusive_scan(1, apgas::plus{});
+        if (t.thread() == 31) *px = s;
+      }));
+      EXPECT_EQ(x, 32);
+    }, on);
+  }
 }
 
 // Block-level collectives hold a barrier on a GPU (__syncthreads inside reduce, count, all, any, the scans and

@@ -31,6 +31,7 @@ class KernelConstructs : public testing::TestWithParam<setting> {
 
 TEST_P(KernelConstructs, Grid3d) { run(kernel_constructs::grid_3d); }
 TEST_P(KernelConstructs, Atomics) { run(kernel_constructs::atomics); }
+TEST_P(KernelConstructs, SharedHistograms) { run(kernel_constructs::shared_histograms); }
 TEST_P(KernelConstructs, ClockedCollectives) { run(kernel_constructs::clocked_collectives); }
 TEST_P(KernelConstructs, WarpOperations) { run(kernel_constructs::warp_ops); }
 TEST_P(KernelConstructs, BlockLevel) { run(kernel_constructs::block_level); }

@@ -289,6 +289,63 @@ TEST(KernelCpu, LaunchErrorsAndIllegalOperations) {
   });
 }
 
+// Sizes that would overflow are refused before anything runs, with kernel_launch_error naming the value and the
+// limit: a shared array whose bytes do not fit in a size_t (2^61 + 1 doubles wrapped around to 8 bytes, and the
+// kernel wrote past them), made by shared_uninit or by hand, two whose sum does not, and one that arrives in a routed
+// kernel's message; a grid whose block count would wrap around (2^21 x 2^21 x 2^22 blocks ran no block at all): a
+// GPU's grid limits, y and z at most 65535, hold on CPU places in every mode, as they do on GPU places; block
+// dimensions whose product would overflow.
+TEST(KernelCpu, SizesThatWouldOverflowAreRefused) {
+  run_on(2, [] {
+    const auto refused = [](const auto& launch, const std::vector<std::string>& parts) {
+      try {
+        launch();
+        ADD_FAILURE() << "not refused: " << parts.front();
+      } catch (const apgas::kernel_launch_error& e) {
+        for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+      }
+    };
+    int runs = 0;
+    int* r = &runs;
+    const std::size_t huge = (std::size_t{1} << 61) + 1;
+    refused([&] { (void)apgas::shared_uninit<double>(huge); },
+            {"apgas::shared_uninit: a shared array of 2305843009213693953 elements of 8 bytes",
+             "at most 2305843009213693951 elements"});
+    refused([&] { (void)apgas::shared<double>(huge, 1.0); }, {"apgas::shared: a shared array of 2305843009213693953"});
+    refused([&] {
+      apgas::at(apgas::here(),
+                apgas::cuda_kernel(apgas::grid{1, 4}, apgas::shared_array<double, std::dynamic_extent, false>{huge, 0.0},
+                                   [=](apgas::thread, apgas::shared_span<double>) { *r += 1; }));
+    }, {"a shared array of 2305843009213693953 elements of 8 bytes", "overflows"});
+    refused([&] {
+      apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 4}, apgas::shared_uninit<char>(std::size_t{1} << 63),
+                                                  apgas::shared_uninit<char>(std::size_t{1} << 63),
+                                                  [=](apgas::thread, apgas::shared_span<char>, apgas::shared_span<char>) {
+                                                    *r += 1;
+                                                  }));
+    }, {"9223372036854775808 elements of 1 bytes after 9223372036854775808 bytes", "overflows"});
+    refused([&] {
+      apgas::writer w;
+      w & std::uint64_t{huge} & 0.0;
+      apgas::reader in(w.bytes());
+      apgas::shared_array<double, std::dynamic_extent, false> a{};
+      apgas::detail::read_resource(in, a);
+    }, {"routed", "2305843009213693953 elements of 8 bytes"});
+    const auto empty = [=](apgas::thread) { *r += 1; };
+    refused([&] { apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{{1 << 21, 1 << 21, 1 << 22}, 1}, empty)); },
+            {"grid of (2097152,2097152,4194304) blocks", "(2147483647,65535,65535)"});
+    refused([&] { apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{{1, 1, 65536}, 1}, empty)); },
+            {"grid of (1,1,65536) blocks", "(2147483647,65535,65535)"});
+    refused([&] { apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, {1 << 21, 1 << 21, 1 << 22}}, empty)); },
+            {"blocks of (2097152,2097152,4194304) threads", "1 to 1024"});
+    EXPECT_EQ(runs, 0);
+    apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{{2, 65535, 1}, 1}, [=](apgas::thread t) {
+      if (t.block() == 2L * 65535 - 1) *r += 1;  // the last block
+    }));
+    EXPECT_EQ(runs, 1);
+  });
+}
+
 // Block-level reductions combine without presence marks (detail::tree_reduce_all): the same float sums, bit for bit,
 // as the tree with marks that GPUs and clocked threads follow, for every block size up to 1024.
 TEST(KernelCpu, BlockReductionWithoutPresenceMarksGivesTheSameBits) {

@@ -34,6 +34,7 @@ void on_gpu(void (*check)(apgas::place)) {
 
 TEST(GpuConstructs, Grid3d) { REQUIRE_GPU(); on_gpu(kernel_constructs::grid_3d); }
 TEST(GpuConstructs, Atomics) { REQUIRE_GPU(); on_gpu(kernel_constructs::atomics); }
+TEST(GpuConstructs, SharedHistograms) { REQUIRE_GPU(); on_gpu(kernel_constructs::shared_histograms); }
 TEST(GpuConstructs, ClockedCollectives) { REQUIRE_GPU(); on_gpu(kernel_constructs::clocked_collectives); }
 TEST(GpuConstructs, WarpOperations) { REQUIRE_GPU(); on_gpu(kernel_constructs::warp_ops); }
 TEST(GpuConstructs, BlockLevel) { REQUIRE_GPU(); on_gpu(kernel_constructs::block_level); }

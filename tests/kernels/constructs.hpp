@@ -307,6 +307,97 @@ inline void block_level(apgas::place p) {
   }
 }
 
+// Shared-memory histograms filled with atomic_add(s, i, v) from block-level loops (tpacf's pattern): several threads
+// of one run of the loop hit one bin, in 4- and 8-byte counters, integer and floating-point, of compile-time and
+// run-time size; the old values atomic_add returns are checked too (for one bin they are 0, 1, 2, ... in some order,
+// so their sum is fixed). On a CPU place for_threads is a loop compiled as independent iterations, whose add must not
+// become a vector gather and scatter (under AVX-512 it did, and lanes hitting one bin lost their updates:
+// tests/core/test_kernel_simd.cpp runs this in a file compiled for the build machine's widest vectors).
+inline void shared_histogram(apgas::place p, apgas::grid g) {
+  constexpr int bins = 8, rounds = 6;
+  const int threads = static_cast<int>(g.threads.count()), blocks = static_cast<int>(g.blocks.count());
+  const auto cells = static_cast<std::size_t>(blocks * bins);
+  KC_ARRAY(unsigned, counts, p, cells);
+  KC_ARRAY(unsigned long long, wide, p, cells);
+  KC_ARRAY(int, ints, p, cells);
+  KC_ARRAY(float, floats, p, cells);
+  KC_ARRAY(double, doubles, p, cells);
+  KC_ARRAY(unsigned, olds, p, static_cast<std::size_t>(blocks));
+  apgas::at(p, apgas::cuda_kernel(g, apgas::shared<unsigned, bins>(), apgas::shared<unsigned long long>(bins),
+                                  apgas::shared<int>(bins, -5), apgas::shared<float, bins>(), apgas::shared<double>(bins),
+                                  [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<unsigned, bins> c,
+                                                    apgas::shared_span<unsigned long long> w, apgas::shared_span<int> n,
+                                                    apgas::shared_span<float, bins> f, apgas::shared_span<double> d) {
+    auto seen = b.per_thread<unsigned>(0u);  // the sum of the old values this thread's adds to c returned
+    for (int r = 0; r < rounds; ++r) {
+      b.for_threads([&](apgas::thread_index t) {
+        const auto bin = static_cast<std::size_t>((t.linear / 3 + r) % bins);  // runs of 3 threads on one bin
+        seen[t] += apgas::atomic_add(c, bin, 1u);
+        apgas::atomic_add(w, bin, static_cast<unsigned long long>(t.linear + 1) << 32);
+        apgas::atomic_add(n, bin, t.linear - 20);
+        apgas::atomic_add(f, bin, 0.5f);
+        apgas::atomic_add(d, bin, static_cast<double>(t.linear) * 0.25);
+      });
+    }
+    // the threads of a box (the block's first row): bins 0 and 1 in turn
+    b.for_threads_in({0, 0, 0}, {1 << 20, 1, 1}, [&](apgas::thread_index t) {
+      seen[t] += apgas::atomic_add(c, static_cast<std::size_t>(t.x % 2), 1u);
+    });
+    b.sync();
+    const unsigned sum = b.reduce([&](apgas::thread_index t) { return seen[t]; }, apgas::plus{});
+    const long k = b.block();
+    b.for_threads([&](apgas::thread_index t) {
+      if (t.linear >= bins) return;
+      const auto i = static_cast<std::size_t>(t.linear);
+      counts.data()[k * bins + t.linear] = c[i];
+      wide.data()[k * bins + t.linear] = w[i];
+      ints.data()[k * bins + t.linear] = n[i];
+      floats.data()[k * bins + t.linear] = f[i];
+      doubles.data()[k * bins + t.linear] = d[i];
+    });
+    b.single([&] { return olds.data()[k] = sum; });
+  }));
+  const std::vector<unsigned> got_c = fetch(counts), got_o = fetch(olds);
+  const std::vector<unsigned long long> got_w = fetch(wide);
+  const std::vector<int> got_n = fetch(ints);
+  const std::vector<float> got_f = fetch(floats);
+  const std::vector<double> got_d = fetch(doubles);
+  std::vector<unsigned> c(bins, 0);
+  std::vector<unsigned long long> w(bins, 0);
+  std::vector<int> n(bins, -5);
+  std::vector<float> f(bins, 0.0f);
+  std::vector<double> d(bins, 0.0);
+  for (int r = 0; r < rounds; ++r) {
+    for (int t = 0; t < threads; ++t) {
+      const auto bin = static_cast<std::size_t>((t / 3 + r) % bins);
+      c[bin] += 1;
+      w[bin] += static_cast<unsigned long long>(t + 1) << 32;
+      n[bin] += t - 20;
+      f[bin] += 0.5f;
+      d[bin] += static_cast<double>(t) * 0.25;
+    }
+  }
+  for (int x = 0; x < g.threads.x; ++x) c[static_cast<std::size_t>(x % 2)] += 1;
+  unsigned old_sum = 0;
+  for (unsigned m : c) old_sum += m * (m - 1) / 2;
+  for (int k = 0; k < blocks; ++k) {
+    for (std::size_t i = 0; i < bins; ++i) {
+      const std::size_t at = static_cast<std::size_t>(k * bins) + i;
+      EXPECT_EQ(got_c[at], c[i]) << "block " << k << " bin " << i;
+      EXPECT_EQ(got_w[at], w[i]) << "block " << k << " bin " << i;
+      EXPECT_EQ(got_n[at], n[i]) << "block " << k << " bin " << i;
+      EXPECT_EQ(got_f[at], f[i]) << "block " << k << " bin " << i;
+      EXPECT_EQ(got_d[at], d[i]) << "block " << k << " bin " << i;
+    }
+    EXPECT_EQ(got_o[static_cast<std::size_t>(k)], old_sum) << "block " << k << ": the old values atomic_add returned";
+  }
+}
+// Blocks of 64 threads (on a CPU place runs of 16 threads), and of 12 x 3 (runs of 8, then single threads).
+inline void shared_histograms(apgas::place p) {
+  shared_histogram(p, apgas::grid{3, 64});
+  shared_histogram(p, apgas::grid{2, {12, 3}});
+}
+
 // stage: a window of a 2-D array with a halo, read through the tile after sync (a GPU copies it into shared memory, a
 // CPU place reads the array); two windows in one shared array (subspan), the second clipped to the array's edge.
 inline void staged_tiles(apgas::place p) {

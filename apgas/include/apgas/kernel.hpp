@@ -41,12 +41,15 @@
 /// On a CPU place, blocking apgas operations (async, finish, at, when, atomic, clock operations) inside a body throw
 /// illegal_operation_exception, as they cannot exist on a GPU. An exception that leaves a body ends that thread's
 /// block (a plain block stops its loop; the other threads of a clocked block run on without it): each failed block
-/// contributes one exception to the governing finish.
+/// contributes one exception to the governing finish. A clocked thread must not reach a barrier (advance, a
+/// collective, a warp operation) inside a catch handler or while an exception unwinds: the threads of a block share
+/// their OS thread's exception state, and such a block fails with kernel_check_error.
 ///
 /// The checking mode of CPU places (config::kernel_check, which config::from_env() and apgas::run(argc, argv, ...) take
 /// from APGAS_KERNEL_CHECK=1; off by default, on in the tests)
 /// holds a CPU launch to a GPU's limits and reports, as kernel_check_error in the governing finish, what would be
-/// undefined on a GPU: a divergent barrier, a shared-array index outside the array, a data race on a shared array.
+/// undefined on a GPU: a divergent barrier, a shared-array index outside the array, a data race on a shared array,
+/// for_threads or a collective called inside for_threads, different collectives at one barrier.
 ///
 /// On a GPU place (docs/decisions/0006-gpu-places.md): the file that sends the kernel must be compiled by nvcc
 /// (apgas_add_cuda_sources) and the body written `[=] APGAS_KERNEL (...)`; otherwise illegal_operation_exception says
@@ -101,6 +104,21 @@ bounded_shape<MaxThreads, MinBlocks, Shape> launch_bounds(Shape s) {
 
 // ---- resources -------------------------------------------------------------------------------------------------
 
+namespace detail {
+/// n, for a shared array of n elements of T; refused (kernel_launch_error naming n) where n * sizeof(T) bytes do not
+/// fit in a size_t: the size would wrap around, to a few bytes (an array of 2^61 + 1 doubles was 8 bytes long).
+template <class T>
+std::size_t shared_elements(const char* what, std::size_t n) {
+  if (n > static_cast<std::size_t>(-1) / sizeof(T)) {
+    throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */,
+                              std::string(what) + ": a shared array of " + std::to_string(n) + " elements of " +
+                                  std::to_string(sizeof(T)) + " bytes: its size in bytes overflows (at most " +
+                                  std::to_string(static_cast<std::size_t>(-1) / sizeof(T)) + " elements)");
+  }
+  return n;
+}
+}  // namespace detail
+
 /// A per-block array of n elements (N elements when N is given at compile time), filled with `value` when Fill.
 template <class T, std::size_t N, bool Fill>
 struct shared_array {
@@ -110,7 +128,7 @@ struct shared_array {
 };
 template <class T>
 shared_array<T, std::dynamic_extent, true> shared(std::size_t n, const T& value = T{}) {
-  return {n, value};
+  return {detail::shared_elements<T>("apgas::shared", n), value};
 }
 template <class T, std::size_t N>
 shared_array<T, N, true> shared(const T& value = T{}) {
@@ -118,7 +136,7 @@ shared_array<T, N, true> shared(const T& value = T{}) {
 }
 template <class T>
 shared_array<T, std::dynamic_extent, false> shared_uninit(std::size_t n) {
-  return {n, T{}};
+  return {detail::shared_elements<T>("apgas::shared_uninit", n), T{}};
 }
 template <class T, std::size_t N>
 shared_array<T, N, false> shared_uninit() {

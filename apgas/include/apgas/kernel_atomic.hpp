@@ -76,9 +76,15 @@ APGAS_DETAIL_HD T atomic_add(T& x, T v) {
 }
 
 /// s[i] += v atomically, on an element of a shared array (a shared_span parameter); the old value. On a GPU the same
-/// as atomic_add(s[i], v); on a CPU place a plain add: a block's shared memory is only touched by the OS thread that
-/// runs the block (its threads are loop iterations or fibers that switch at barriers only), and a locked instruction
-/// costs about 20 cycles (tpacf's shared-memory histograms: 1.4x the OpenMP version with it).
+/// as atomic_add(s[i], v); on a CPU place no locked instruction: a block's shared memory is only touched by the OS
+/// thread that runs the block (its threads are loop iterations or fibers that switch at barriers only), and a locked
+/// instruction costs about 20 cycles (tpacf's shared-memory histograms: 1.4x the OpenMP version with it).
+///
+/// Invariant: on a CPU place the load and the store are each atomic (relaxed: plain moves on x86-64 and AArch64),
+/// never plain accesses. Inside for_threads the threads of a block are a loop compiled as independent iterations
+/// (`#pragma GCC ivdep`), which the compiler may vectorise: a plain `x = x + v` became a gather and a scatter under
+/// AVX-512, and lanes of one vector that hit one element lost all their updates but one (a histogram's counts
+/// halved). Compilers do not vectorise atomic accesses, so each thread's update stays whole.
 template <class T, std::size_t E, bool C>
 APGAS_DETAIL_HD T atomic_add(const detail::basic_shared_span<T, E, C>& s, std::size_t i, T v) {
   static_assert(detail::atomic_arith_v<T>, "apgas::atomic_add: T must be int, unsigned, long long, unsigned long long, "
@@ -88,8 +94,9 @@ APGAS_DETAIL_HD T atomic_add(const detail::basic_shared_span<T, E, C>& s, std::s
 #else
   T& x = s[i];
   detail::note_atomic(x);
-  const T old = x;
-  x = old + v;
+  const std::atomic_ref<T> a(x);
+  const T old = a.load(std::memory_order_relaxed);
+  a.store(static_cast<T>(old + v), std::memory_order_relaxed);
   return old;
 #endif
 }

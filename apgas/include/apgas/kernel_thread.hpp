@@ -212,6 +212,29 @@ inline void cpu_block_release(void* block, cpu_arena_mark m) noexcept {
   h->arena_used = m.used;
 }
 void cpu_block_set_thread(void* block, int t) noexcept;
+/// Checking mode, block-level bodies: the per-thread code of `what` (for_threads, for_threads_in, single, a
+/// collective's function, stage's copy) starts; reported when that is inside another's per-thread code (a GPU runs
+/// it from each thread: for_threads there is one call, a collective or single a barrier). The block's state — whose
+/// shared accesses follow (-1: the block's own) and whose per-thread code runs — is saved, and cpu_block_leave
+/// restores it; every enter has its leave, also when an exception leaves the code (a nested for_threads that reset it
+/// to "the block's own" made its caller's accesses the block's, and one left by an exception made the block's
+/// accesses after it a thread's). The saved states are the library's: nothing stays live in the body across the loop.
+void cpu_block_enter(void* block, const char* what) noexcept;
+void cpu_block_leave(void* block) noexcept;
+/// In the checking mode's loop over a box of threads: thread t's iteration starts; in the first, `entering` is the
+/// construct (cpu_block_enter), null in the others (one call per iteration, none before the loop: see cpu_for_box).
+void cpu_block_loop_thread(void* block, int t, const char* entering) noexcept;
+/// enter and leave for a scope.
+class cpu_thread_scope {
+ public:
+  cpu_thread_scope(void* block, const char* what) noexcept : block_(block) { cpu_block_enter(block, what); }
+  ~cpu_thread_scope() { cpu_block_leave(block_); }
+  cpu_thread_scope(const cpu_thread_scope&) = delete;
+  cpu_thread_scope& operator=(const cpu_thread_scope&) = delete;
+
+ private:
+  void* block_;
+};
 /// A shared-array access seen by the checking mode: range check (returns false when i is outside) and race tracking.
 struct shared_check;
 bool cpu_shared_access(shared_check* c, std::size_t i) noexcept;
@@ -801,8 +824,10 @@ class clocked_thread : public thread_handle {
     std::memcpy(detail::cpu_block_slot(cpu_, sizeof(T)), &v, sizeof(T));
     const detail::scan_args<Op> args{&op, exclusive};
     const void* first = detail::cpu_barrier(cpu_, 0, &detail::combine_scan<T, Op>, &args);
-    T r;  // the combine wrote this thread's inclusive value, or its predecessor's, into its own slot
-    std::memcpy(&r, detail::cpu_block_slot_of(cpu_, thread()), sizeof(T));
+    T r;  // the combine wrote this thread's inclusive value, or its predecessor's, into its own slot (none only in a
+          // cancelled block, for a thread that reached the scan from a destructor while an exception unwinds)
+    const void* mine = detail::cpu_block_slot_of(cpu_, thread());
+    std::memcpy(&r, mine != nullptr ? mine : &v, sizeof(T));
     if (!exclusive) return r;
     int f;
     std::memcpy(&f, first, sizeof(int));
@@ -894,7 +919,7 @@ class thread_block {
     f(thread_index{static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y), static_cast<int>(threadIdx.z),
                    detail::gpu_linear_thread()});
 #else
-    cpu_for_box(dim3{0, 0, 0}, bdim_, f);
+    cpu_for_box(dim3{0, 0, 0}, bdim_, f, "for_threads");
 #endif
   }
   /// f(thread_index) for the threads whose index lies in the box [lo, hi) (per dimension, clipped to the block): on
@@ -911,7 +936,7 @@ class thread_block {
 #else
     const auto clip = [](int v, int n) { return v < 0 ? 0 : (v > n ? n : v); };
     cpu_for_box(dim3{clip(lo.x, bdim_.x), clip(lo.y, bdim_.y), clip(lo.z, bdim_.z)},
-                dim3{clip(hi.x, bdim_.x), clip(hi.y, bdim_.y), clip(hi.z, bdim_.z)}, f);
+                dim3{clip(hi.x, bdim_.x), clip(hi.y, bdim_.y), clip(hi.z, bdim_.z)}, f, "for_threads_in");
 #endif
   }
   /// A hint: the block reads [p, p + n) soon. On a CPU place each cache line of it is prefetched: a block that walks
@@ -960,11 +985,13 @@ class thread_block {
     // The checking mode stages as a GPU does, each element by the thread that would copy it on a GPU, through the
     // watched array (a window larger than `into` is reported there), and the tile reads the copy: a kernel that
     // reads outside its window, or reuses a staging array before a sync(), reads here what it would on a GPU.
-    for (int i = 0; i < n; ++i) {
-      detail::cpu_block_set_thread(cpu_, i % threads());
-      into[static_cast<std::size_t>(i)] = element(i);
+    {
+      const detail::cpu_thread_scope scope(cpu_, "stage");
+      for (int i = 0; i < n; ++i) {
+        detail::cpu_block_set_thread(cpu_, i % threads());
+        into[static_cast<std::size_t>(i)] = element(i);
+      }
     }
-    detail::cpu_block_set_thread(cpu_, -1);
     return tile<T>(into.data(), offset, width);
 #endif
   }
@@ -1026,11 +1053,16 @@ class thread_block {
     // Checking mode: f runs as thread 0, and a barrier follows, as on a GPU.
     struct as_thread_0 {
       void* b;
-      explicit as_thread_0(void* block) : b(block) { detail::cpu_block_set_thread(b, 0); }
+      explicit as_thread_0(void* block) : b(block) {
+        detail::cpu_block_enter(b, "single");
+        detail::cpu_block_set_thread(b, 0);
+      }
       ~as_thread_0() {
-        detail::cpu_block_set_thread(b, -1);
+        detail::cpu_block_leave(b);
         detail::cpu_block_epoch(b);
       }
+      as_thread_0(const as_thread_0&) = delete;
+      as_thread_0& operator=(const as_thread_0&) = delete;
     } scope(cpu_);
     return f();
 #endif
@@ -1048,7 +1080,8 @@ class thread_block {
     const int n = threads();
     const detail::cpu_arena_mark mark = detail::cpu_block_mark(cpu_);  // the values' space, given back after
     T* v = static_cast<T*>(detail::cpu_block_alloc(cpu_, sizeof(T) * static_cast<std::size_t>(n), alignof(T)));
-    for_threads([&](thread_index t) { v[t.linear] = f(t); });
+    auto fill = [&](thread_index t) { v[t.linear] = f(t); };
+    cpu_for_box(dim3{0, 0, 0}, bdim_, fill, "reduce");
     const T r = detail::tree_reduce_all(v, n, op);
     detail::cpu_block_release(cpu_, mark);
     collective_barrier();
@@ -1061,10 +1094,7 @@ class thread_block {
 #if defined(__CUDA_ARCH__)
     return __syncthreads_count(f(gpu_index()));
 #else
-    int c = 0;
-    for_threads([&](thread_index t) { c += f(t) ? 1 : 0; });
-    collective_barrier();
-    return c;
+    return cpu_count(f, "count");
 #endif
   }
   template <class F>
@@ -1072,7 +1102,7 @@ class thread_block {
 #if defined(__CUDA_ARCH__)
     return __syncthreads_and(f(gpu_index())) != 0;
 #else
-    return count(f) == threads();
+    return cpu_count(f, "all") == threads();
 #endif
   }
   template <class F>
@@ -1080,7 +1110,7 @@ class thread_block {
 #if defined(__CUDA_ARCH__)
     return __syncthreads_or(f(gpu_index())) != 0;
 #else
-    return count(f) != 0;
+    return cpu_count(f, "any") != 0;
 #endif
   }
   /// Inclusive / exclusive scan of f(t) over the threads in linear order (the order of clocked_thread's scans):
@@ -1094,7 +1124,7 @@ class thread_block {
     bool has;
     return detail::per_thread_gpu<T>(detail::gpu_block_scan(f(gpu_index()), op, &before, &has));
 #else
-    T* v = scan_values(f);
+    T* v = scan_values(f, "inclusive_scan");
     detail::tree_scan(v, threads(), op);
     collective_barrier();
     return detail::per_thread_cpu<T>(v);
@@ -1109,7 +1139,7 @@ class thread_block {
     (void)detail::gpu_block_scan(static_cast<T>(f(gpu_index())), op, &before, &has);
     return detail::per_thread_gpu<T>(has ? op(init, before) : init);
 #else
-    T* v = scan_values<T>(f);
+    T* v = scan_values<T>(f, "exclusive_scan");
     detail::tree_scan(v, threads(), op);
     for (int i = threads() - 1; i > 0; --i) v[i] = op(init, v[i - 1]);
     v[0] = init;
@@ -1129,19 +1159,33 @@ class thread_block {
   // width is no multiple of 16): a loop of a constant trip count is one that GCC's -O2 (its "very cheap" cost model)
   // vectorises; over a run-time width it would not (measured: 4x on a tiled SGEMM; runs of 16 beat runs of 8 by 1.3x
   // there, more work per vector loop).
+  // `what` is the construct whose per-thread function f is (for_threads, for_threads_in, a collective).
+  //
+  // The checking mode's loop: one thread at a time, their accesses told apart; `what` inside another construct's
+  // per-thread function is reported as its first iteration starts, and the state before the loop (whose accesses
+  // follow, whose function runs) is restored after it, also when an exception leaves it. Written so that the other
+  // loop, the one without the checking mode, keeps its registers: inline, with f inlined (out of line, f's address
+  // taken, the captures it reaches went to memory), one call per iteration and none before the loop. A call before
+  // it, or the branch marked unlikely, made GCC allocate the other loop's registers worse (callgrind, one worker:
+  // the block-level stencil of apgas_bench_kernels 43 % more instructions, spilling its row pointers; SGEMM 12 %).
   template <class F>
-  void cpu_for_box(dim3 lo, dim3 hi, F& f) const {
+  void cpu_for_box(dim3 lo, dim3 hi, F& f, const char* what) const {
     if (detail::cpu_block_checking(cpu_)) {
-      for (int z = lo.z; z < hi.z; ++z) {
-        for (int y = lo.y; y < hi.y; ++y) {
-          for (int x = lo.x; x < hi.x; ++x) {
-            const int linear = (z * bdim_.y + y) * bdim_.x + x;
-            detail::cpu_block_set_thread(cpu_, linear);
-            f(thread_index{x, y, z, linear});
+      try {
+        for (int z = lo.z; z < hi.z; ++z) {
+          for (int y = lo.y; y < hi.y; ++y) {
+            for (int x = lo.x; x < hi.x; ++x) {
+              const int linear = (z * bdim_.y + y) * bdim_.x + x;
+              detail::cpu_block_loop_thread(cpu_, linear, x == lo.x && y == lo.y && z == lo.z ? what : nullptr);
+              f(thread_index{x, y, z, linear});
+            }
           }
         }
+      } catch (...) {
+        detail::cpu_block_leave(cpu_);  // (f threw: the first iteration entered)
+        throw;
       }
-      detail::cpu_block_set_thread(cpu_, -1);
+      if (lo.x < hi.x && lo.y < hi.y && lo.z < hi.z) detail::cpu_block_leave(cpu_);
       return;
     }
     const int width = hi.x - lo.x;
@@ -1165,15 +1209,25 @@ class thread_block {
     }
   }
   // A collective's barrier, for the checking mode (on a GPU reduce, count, all, any and the scans hold
-  // __syncthreads()): accesses before it and after it are not a race.
+  // __syncthreads()): accesses before it and after it are not a race. (A collective called from a per-thread
+  // function was reported as it began: cpu_for_box.)
   void collective_barrier() const {
-    if (detail::cpu_block_checking(cpu_)) detail::cpu_block_sync(cpu_);
+    if (detail::cpu_block_checking(cpu_)) detail::cpu_block_epoch(cpu_);
+  }
+  template <class F>
+  int cpu_count(F& f, const char* what) const {
+    int c = 0;
+    auto add = [&](thread_index t) { c += f(t) ? 1 : 0; };
+    cpu_for_box(dim3{0, 0, 0}, bdim_, add, what);
+    collective_barrier();
+    return c;
   }
   template <class T = void, class F>
-  auto* scan_values(F& f) const {
+  auto* scan_values(F& f, const char* what) const {
     using V = std::conditional_t<std::is_void_v<T>, std::decay_t<decltype(f(thread_index{}))>, T>;
     V* v = static_cast<V*>(detail::cpu_block_alloc(cpu_, sizeof(V) * static_cast<std::size_t>(threads()), alignof(V)));
-    for_threads([&](thread_index t) { v[t.linear] = static_cast<V>(f(t)); });
+    auto fill = [&](thread_index t) { v[t.linear] = static_cast<V>(f(t)); };
+    cpu_for_box(dim3{0, 0, 0}, bdim_, fill, what);
     return v;
   }
 #endif

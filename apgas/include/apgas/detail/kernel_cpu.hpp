@@ -24,6 +24,7 @@ struct cpu_launch_info {
   body_kind kind = body_kind::plain;
   int max_threads = 0;          ///< launch bounds, 0 = none
   std::size_t shared_bytes = 0; ///< shared memory per block (for the checking mode's GPU limit)
+  std::size_t constant_bytes = 0; ///< constant memory of the launch, laid out as a GPU launch lays it out (likewise)
   bool checking = false;
   const char* kernel = "";      ///< the body's type name, for reports
 };
@@ -63,8 +64,7 @@ class block_buffer {
   static constexpr std::align_val_t align{alignof(T) > 64 ? alignof(T) : 64};
 
  public:
-  explicit block_buffer(std::size_t n)
-      : p_(static_cast<T*>(::operator new(std::max<std::size_t>(n, 1) * sizeof(T), align))), n_(n) {}
+  explicit block_buffer(std::size_t n) : p_(allocate(n)), n_(n) {}
   ~block_buffer() { ::operator delete(p_, align); }
   block_buffer(const block_buffer&) = delete;
   block_buffer& operator=(const block_buffer&) = delete;
@@ -72,6 +72,11 @@ class block_buffer {
   std::size_t size() const noexcept { return n_; }
 
  private:
+  static T* allocate(std::size_t n) {
+    // (a size that overflows was refused before: shared_bytes)
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(::operator new(std::max<std::size_t>(n, 1) * sizeof(T), align));
+  }
   T* p_;
   std::size_t n_;
 };
@@ -139,18 +144,42 @@ void own_buffer(global_copy<T>& r) {
   r.data = std::make_shared<std::vector<T>>(*r.data);
 }
 
-/// Shared memory one block of a launch uses for resource r.
+/// `total` bytes of shared memory per block, and n elements of `elem` bytes more: refused (kernel_launch_error) where
+/// the sum does not fit in a size_t (it would wrap around to a small size, and the launch run over its buffers).
+inline std::size_t add_shared(std::size_t total, std::size_t n, std::size_t elem) {
+  std::size_t bytes = 0, sum = 0;
+  if (__builtin_mul_overflow(n, elem, &bytes) || __builtin_add_overflow(total, bytes, &sum)) {
+    throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */,
+                              "apgas::cuda_kernel: a shared array of " + std::to_string(n) + " elements of " +
+                                  std::to_string(elem) + " bytes" +
+                                  (total == 0 ? std::string()
+                                              : " after " + std::to_string(total) + " bytes of others") +
+                                  ": the shared memory per block overflows a size_t");
+  }
+  return sum;
+}
+/// Shared memory one block of a launch uses, with resource r.
 template <class T, std::size_t N, bool Fill>
-std::size_t shared_bytes(const shared_array<T, N, Fill>& r) noexcept {
-  return r.n * sizeof(T);
+std::size_t shared_bytes(std::size_t total, const shared_array<T, N, Fill>& r) {
+  return add_shared(total, r.n, sizeof(T));
 }
 template <class T>
-std::size_t shared_bytes(const shared_copy<T>& r) noexcept {
-  return r.data->size() * sizeof(T);
+std::size_t shared_bytes(std::size_t total, const shared_copy<T>& r) {
+  return add_shared(total, r.data->size(), sizeof(T));
 }
 template <class R>
-std::size_t shared_bytes(const R&) noexcept {
-  return 0;
+std::size_t shared_bytes(std::size_t total, const R&) noexcept {
+  return total;
+}
+/// Constant memory of a launch, with resource r: each constant_from at the next 16-byte boundary, as the GPU launch
+/// lays them out in its constant buffer (cuda_place/include/apgas/cuda/kernel.cuh).
+template <class T>
+std::size_t constant_bytes(std::size_t total, const constant_copy<T>& r) noexcept {
+  return (total + 15) / 16 * 16 + r.data->size() * sizeof(T);
+}
+template <class R>
+std::size_t constant_bytes(std::size_t total, const R&) noexcept {
+  return total;
 }
 
 template <class K>
@@ -227,7 +256,13 @@ std::shared_ptr<cpu_launch<K>> prepare_kernel_cpu(const K& k) {
   info.kind = K::kind;
   info.max_threads = traits::max_threads;
   info.kernel = type_name<decltype(k.body)>();
-  std::apply([&](const auto&... r) { ((info.shared_bytes += shared_bytes(r)), ...); }, k.resources);
+  std::apply(
+      [&](const auto&... r) {
+        ((info.shared_bytes = shared_bytes(info.shared_bytes, r),
+          info.constant_bytes = constant_bytes(info.constant_bytes, r)),
+         ...);
+      },
+      k.resources);
   cpu_prepare(info, traits::explicit_grid(k.shape));
   auto launch = std::make_shared<cpu_launch<K>>(cpu_launch<K>{k, info});
   std::apply([](auto&... r) { (own_buffer(r), ...); }, launch->k.resources);

@@ -40,7 +40,9 @@ void read_resource(reader& in, shared_array<T, N, Fill>& r) {
     throw serialization_error("apgas: malformed message: a shared array of compile-time size " + std::to_string(N) +
                               " arrived with size " + std::to_string(n));
   }
-  r.n = static_cast<std::size_t>(n);
+  static_assert(sizeof(std::size_t) == sizeof(std::uint64_t), "apgas: kernel closures need a 64-bit size_t");
+  // A size whose bytes overflow is refused here, before the place that runs the kernel computes n * sizeof(T).
+  r.n = shared_elements<T>("apgas::cuda_kernel (routed to this host)", static_cast<std::size_t>(n));
 }
 template <class R>
 void read_resource(reader& in, R& r) {
