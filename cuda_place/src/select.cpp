@@ -45,6 +45,12 @@ class no_accelerator final : public accelerator {
   void put(int, std::uintptr_t, const void*, std::size_t) override { none(); }
   void get(int, void*, std::uintptr_t, std::size_t) override { none(); }
   void copy(int, std::uintptr_t, int, std::uintptr_t, std::size_t) override { none(); }
+  int make_queue(int) override { none(); }
+  void release_queue(int, int) noexcept override {}
+  void queue_put(int, int, std::uintptr_t, const void*, std::size_t, finish_token&) override { none(); }
+  void queue_get(int, int, void*, std::uintptr_t, std::size_t, finish_token&) override { none(); }
+  void queue_copy(int, int, int, std::uintptr_t, int, std::uintptr_t, std::size_t, finish_token&) override { none(); }
+  void queue_drain(int, int) override { none(); }
 
  private:
   std::string why_;
