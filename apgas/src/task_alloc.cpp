@@ -81,7 +81,11 @@ void task::operator delete(void* p, std::size_t size) noexcept {
     return;
   }
 #endif
+#if defined(__cpp_sized_deallocation)
   ::operator delete(p, size);
+#else
+  ::operator delete(p);  // (Clang before 17 declares the sized form only with -fsized-deallocation)
+#endif
 }
 
 }  // namespace apgas::detail
