@@ -30,6 +30,19 @@ namespace {
 constexpr int sig_shift = 48;
 constexpr std::uint64_t seq_mask = (std::uint64_t{1} << sig_shift) - 1;
 
+// A part no activity here will take: its sender was at another operation or named another root, and the member that
+// should have had it waits for it for ever. Stop the job, saying why, rather than hang (there is no activity to
+// throw to).
+[[noreturn]] void stray_part(int rank, const std::string& what) {
+  std::fprintf(stderr,
+               "apgas: place %d: %s: the members called the team's operations in different orders, or named "
+               "different roots (a member waiting for a part that went elsewhere would wait for ever); stopping\n",
+               rank, what.c_str());
+  obs::emergency_dump("a team operation was called differently at its members");
+  std::fflush(stderr);
+  std::_Exit(3);
+}
+
 void size_slot(team_slot& s, int n) {
   if (s.parts.empty()) {
     s.parts.resize(static_cast<std::size_t>(n));
@@ -60,18 +73,9 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
     const team_progress& at = d.team_seqs[team];
     if (std::find(at.refused.begin(), at.refused.end(), op) != at.refused.end()) return;  // (its waiter has thrown)
     if (op <= at.done) {
-      // A part for an operation this place has finished, or in which it receives nothing: its sender was at another
-      // operation, or named another root. The member that should have had it waits for it, for ever: stop the job,
-      // saying why, rather than hang (nothing here waits for the part, so there is no activity to throw to).
-      std::fprintf(stderr,
-                   "apgas: place %d: a part of operation %llu of a team came from team rank %d, but this place has "
-                   "finished that operation or receives nothing in it: the members called the team's operations in "
-                   "different orders, or named different roots (a member waiting for a part that went elsewhere "
-                   "would wait for ever); stopping\n",
-                   d.rank, static_cast<unsigned long long>(op), static_cast<int>(from));
-      obs::emergency_dump("a team operation was called differently at its members");
-      std::fflush(stderr);
-      std::_Exit(3);
+      stray_part(d.rank, "a part of operation " + std::to_string(op) + " of a team came from team rank " +
+                             std::to_string(from) + ", but this place has finished that operation or receives "
+                             "nothing in it");
     }
     team_slot& s = d.team[{team, op}];
     size_slot(s, d.size);
@@ -99,14 +103,8 @@ std::uint64_t team_begin(std::uint64_t team, const char* what, int root, bool re
     if (const auto it = d.team.find({team, seq}); it != d.team.end()) {
       int from = 0;
       while (from < d.size && it->second.sigs[static_cast<std::size_t>(from)] < 0) ++from;
-      std::fprintf(stderr,
-                   "apgas: place %d: %s (operation %llu of a team), in which this place receives nothing, got a part "
-                   "from team rank %d: the members called the team's operations in different orders, or named "
-                   "different roots (a member waiting for a part that went elsewhere would wait for ever); stopping\n",
-                   d.rank, what, static_cast<unsigned long long>(seq), from);
-      obs::emergency_dump("a team operation was called differently at its members");
-      std::fflush(stderr);
-      std::_Exit(3);
+      stray_part(d.rank, std::string(what) + " (operation " + std::to_string(seq) + " of a team), in which this "
+                             "place receives nothing, got a part from team rank " + std::to_string(from));
     }
   }
   return seq | static_cast<std::uint64_t>((sig ^ (sig >> 16)) & 0xffffu) << sig_shift;
