@@ -70,7 +70,12 @@ void place_local_erase(std::uint64_t id) {
   {
     std::lock_guard lock(t.mutex);
     auto it = t.objects.find(id);
-    if (it == t.objects.end()) return;
+    if (it == t.objects.end()) {  // freed twice, or a place the handle was never made at: nothing to destroy
+      throw bad_place_exception("apgas::free_place_local: place " + std::to_string(here().id()) +
+                                " has no instance of handle " + std::to_string(id) +
+                                " to free (it was freed already, or the place was not among those given to "
+                                "make_place_local)");
+    }
     old = it->second;
     t.objects.erase(it);
   }

@@ -510,6 +510,16 @@ TEST(Remote, PlaceLocalHandleHasOneInstancePerPlace) {
     }
     apgas::free_place_local(h, apgas::places());
     EXPECT_THROW(apgas::at(apgas::place(1), [h] { return h->size(); }), apgas::bad_place_exception);
+    // Freed twice: every place says so (it was silently accepted)
+    try {
+      apgas::free_place_local(h, apgas::places());
+      ADD_FAILURE() << "a second free_place_local was accepted";
+    } catch (const apgas::multiple_exceptions& e) {
+      EXPECT_EQ(e.exceptions().size(), apgas::places().size());
+    } catch (const apgas::bad_place_exception& e) {  // (one place: the exception itself)
+      EXPECT_EQ(apgas::places().size(), 1u);
+      EXPECT_NE(std::string(e.what()).find("freed already"), std::string::npos) << e.what();
+    }
   });
 }
 

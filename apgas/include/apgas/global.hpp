@@ -140,7 +140,9 @@ place_local_handle<T> make_place_local(std::span<const place> ps, Init init) {
   return h;
 }
 
-/// Destroy the instances of `h` at every place of `ps`.
+/// Destroy the instances of `h` at every place of `ps`. A place of `ps` without an instance (the handle freed there
+/// already, or never made there) is an error: bad_place_exception from that place, in the finish's exceptions; the
+/// instances at the other places are destroyed all the same.
 template <class T>
 void free_place_local(place_local_handle<T> h, std::span<const place> ps) {
   const std::uint64_t id = h.id();

@@ -6,7 +6,9 @@
 // driven by idle workers through the runtime's progress hook (poll()): it starts queued sends, completes finished
 // ones, receives small messages (<= 16 KiB; those over 4032 bytes sent in pieces under the eager limit) into a ring
 // of pre-posted buffers (MPI_Test on the ring's head), delivered from there without a copy, and larger ones with
-// MPI_Improbe + MPI_Mrecv into 16-byte aligned buffers of the probed size. One thread polls at a time (polling_).
+// MPI_Improbe + MPI_Imrecv into 16-byte aligned buffers of the probed size, delivered once received (in the order
+// they were probed): no MPI call blocks for a message's transfer while holding the lock, which every send and poll
+// of the process needs. One thread polls at a time (polling_).
 // All active messages use two tags on a duplicate of MPI_COMM_WORLD, so the application may use MPI itself too.
 #include "../mpi_bootstrap.hpp"
 #include "../transports.hpp"
@@ -33,7 +35,7 @@ namespace apgas::transport {
 namespace {
 
 constexpr int am_tag = 7001;        // messages of at most small_bytes: received into pre-posted buffers
-constexpr int am_large_tag = 7002;  // larger ones: probed (MPI_Improbe) and received at their size
+constexpr int am_large_tag = 7002;  // larger ones: probed (MPI_Improbe) and received at their size (MPI_Imrecv)
 constexpr std::size_t small_bytes = 16 * 1024;
 constexpr int posted = 16;
 // Medium messages (frag_bytes .. small_bytes) go as consecutive pieces of frag_bytes and a last piece of the rest
@@ -185,7 +187,9 @@ class mpi_transport final : public transport {
         for (auto& m : held_) large_.push_back(std::move(m));
         held_.clear();
       }
-      if (probe) large_seen_ = take_large_locked(large_, 16);
+      if (probe) large_seen_ = start_large_locked(16);
+      if (!large_in_.empty()) complete_large_locked(large_);
+      progress |= !large_in_.empty();  // a transfer under way: keep polling
     }
     // A whole message is delivered straight from the receive buffer (no copy), the last piece of a medium one
     // from its reassembly buffer; the receive buffer is posted again by the next poll.
@@ -255,12 +259,13 @@ class mpi_transport final : public transport {
         check(MPI_Ibarrier(comm_, &bar), "MPI_Ibarrier");
         arrived = true;
       }
-      if (arrived) {
+      if (arrived) {  // (a completed request is null: testing it again says done at once)
         int done = 0;
         check(MPI_Test(&bar, &done, MPI_STATUS_IGNORE), "MPI_Test");
-        if (done) return;
+        if (done && large_in_.empty()) return;  // every sender's send completed: so do our receives, soon
       }
-      take_large_locked(held_, 16);
+      start_large_locked(16);
+      complete_large_locked(held_);
     }
   }
 
@@ -411,8 +416,11 @@ class mpi_transport final : public transport {
     return any;
   }
 
-  /// Up to `max` probed large messages into `into`; whether any came.
-  bool take_large_locked(std::vector<std::pair<int, aligned_buffer>>& into, int max) {
+  /// Starts the receives of up to `max` probed large messages (into large_in_); whether any came. A matched
+  /// message is received without blocking (MPI_Imrecv): the transfer of a large one (up to max_message()) takes
+  /// as long as its sender's side needs, and MPI_Mrecv held mpi_ all that time, so no worker of this process could
+  /// start a send or take a message meanwhile.
+  bool start_large_locked(int max) {
     bool any = false;
     for (int k = 0; k < max; ++k) {
       int flag = 0;
@@ -422,12 +430,27 @@ class mpi_transport final : public transport {
       if (!flag) break;
       int n = 0;
       check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
-      aligned_buffer buf(static_cast<std::size_t>(n));
-      check(MPI_Mrecv(buf.data(), n, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
-      into.emplace_back(st.MPI_SOURCE, std::move(buf));
+      large_recv& r = large_in_.emplace_back(large_recv{st.MPI_SOURCE, aligned_buffer(static_cast<std::size_t>(n)),
+                                                        MPI_REQUEST_NULL});
+      // (a failed start leaves the message matched and unreceived: the transport is broken, as after a failed
+      // MPI_Mrecv; the entry goes, its request null)
+      const int rc = MPI_Imrecv(r.buf.data(), n, MPI_BYTE, &msg, &r.req);
+      if (rc != MPI_SUCCESS) large_in_.pop_back();
+      check(rc, "MPI_Imrecv");
       any = true;
     }
     return any;
+  }
+  /// The received large messages at the front of large_in_ into `into`, in the order they were probed (which keeps
+  /// MPI's order of one source's messages).
+  void complete_large_locked(std::vector<std::pair<int, aligned_buffer>>& into) {
+    while (!large_in_.empty()) {
+      int done = 0;
+      check(MPI_Test(&large_in_.front().req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) return;
+      into.emplace_back(large_in_.front().src, std::move(large_in_.front().buf));
+      large_in_.pop_front();
+    }
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -467,6 +490,12 @@ class mpi_transport final : public transport {
     std::size_t filled = 0;
   };
   std::vector<partial> partial_;  // by source; the poller's
+  struct large_recv {  // a probed large message being received (its buffer stays where it is until done)
+    int src;
+    aligned_buffer buf;
+    MPI_Request req;
+  };
+  std::deque<large_recv> large_in_;  // under mpi_: started, in the order probed
   std::vector<std::pair<int, aligned_buffer>> large_;  // the poller's scratch
   std::vector<std::pair<int, aligned_buffer>> held_;   // (under mpi_) taken by barrier(), for the next poll
   std::vector<bulk_recv> landed_;
