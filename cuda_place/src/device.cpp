@@ -128,9 +128,18 @@ void device::alive() {
   if (dead_.load(std::memory_order_acquire)) throw_dead();
 }
 
-void device::fail(std::vector<pending_op>& ops, const std::exception_ptr& e) noexcept {
+void device::fail(std::vector<pending_op>& ops, const std::exception_ptr& e, bool ended) noexcept {
   for (pending_op& op : ops) {
-    staging_->give(op.staging);  // (no DMA of a dead context runs any more)
+    if (ended) {
+      staging_->give(op.staging);  // (its DMA has run, or never will)
+    } else {
+      try {
+        std::lock_guard lock(mutex_);
+        abandoned_.push_back(std::move(op.keep));
+      } catch (...) {  // (no memory: the kept data is leaked instead)
+        new (std::nothrow) std::shared_ptr<const void>(std::move(op.keep));
+      }
+    }
     if (op.wake != nullptr) {
       op.wake->error = e;
       op.wake->done.signal();
@@ -141,18 +150,32 @@ void device::fail(std::vector<pending_op>& ops, const std::exception_ptr& e) noe
   ops.clear();
 }
 
-void device::die(const std::string& reason) {
+void device::die(const std::string& reason, bool sticky) {
   std::vector<pending_op> lost;
   {
     std::lock_guard lock(mutex_);
     if (dead_.load(std::memory_order_relaxed)) return;
     death_ = reason;
-    dead_.store(true, std::memory_order_release);
+    dead_.store(true, std::memory_order_release);  // from here on nothing new is queued
     lost.swap(pending_);
     npending_.store(0, std::memory_order_relaxed);
     demand_.fetch_sub(static_cast<int>(lost.size()), std::memory_order_release);
   }
-  fail(lost, std::make_exception_ptr(dead_place_exception(place_, "apgas: " + where() + " is dead: " + reason)));
+  // A reason that is not a sticky error (an event query or cuCtxSetCurrent that failed in the poller, a stream that
+  // could not be synchronised) says nothing of the work queued: it may still read and write the memory of the
+  // operations about to fail, which their callers will then free or reuse. Wait for it to end first.
+  bool ended = sticky;
+  if (!ended) {
+    const context_scope scope(d_, ctx_);
+    ended = scope.result() == CUDA_SUCCESS && d_.cuCtxSynchronize() == CUDA_SUCCESS;
+  }
+  std::string text = "apgas: " + where() + " is dead: " + reason;
+  if (!ended) {
+    text += "; its queued work could not be seen to end (cuCtxSynchronize failed): it may still be running";
+    std::lock_guard lock(mutex_);
+    death_ += "; its queued work could not be seen to end (cuCtxSynchronize failed): it may still be running";
+  }
+  fail(lost, std::make_exception_ptr(dead_place_exception(place_, text)), ended);
 }
 
 void device::check(CUresult r, const char* call, bool launch) {
@@ -162,7 +185,7 @@ void device::check(CUresult r, const char* call, bool launch) {
 void device::throw_error(CUresult r, const char* call, bool launch) {
   const std::string text = error_text(d_, r);
   if (is_sticky(r)) {
-    die(text + " (reported by " + call + ")");
+    die(text + " (reported by " + call + ")", true);
     throw_dead();
   }
   const std::string msg = "apgas: " + std::string(call) + " on " + where() + " failed: " + text;
@@ -324,7 +347,8 @@ void device::end_synchronously(CUstream s, CUresult r, const char* call) {
     // Nothing says the work has ended: it might still read or write memory that the caller is about to reuse. The
     // place dies (as for a sticky error), so that nothing of it is used again.
     die(error_text(d_, r) + " (reported by " + call + " after work was queued on a stream), then " + error_text(d_, w) +
-        " (reported by cuStreamSynchronize): that work may still be running");
+        " (reported by cuStreamSynchronize): that work may still be running",
+        false);
     throw_dead();
   }
   throw_error(r, call, false);  // a sticky r: the context is gone and the place dies; else cuda_error
@@ -406,10 +430,12 @@ bool device::poll(CUcontext& current) {
   if (no_context) {
     // Nothing pending here could ever be seen to complete: every waiting finish would hang.
     die(error_text(d_, failure) + " (reported by cuCtxSetCurrent in the poller: the GPU's operations can no longer "
-                                  "be observed)");
+                                  "be observed)",
+        false);
   } else if (failure != CUDA_SUCCESS) {
     // An event reports the error of the work before it: for a sticky error the context is gone for good.
-    die(error_text(d_, failure) + (is_sticky(failure) ? " (a kernel or copy failed)" : " (an event query failed)"));
+    die(error_text(d_, failure) + (is_sticky(failure) ? " (a kernel or copy failed)" : " (an event query failed)"),
+        is_sticky(failure));
   }
   return !finished.empty() || failure != CUDA_SUCCESS;
 }

@@ -17,6 +17,10 @@
 //    either, or a sticky error: the place is never used again).
 //  - Once dead, a device never becomes alive again; every pending operation has been failed exactly once, and every
 //    later call throws dead_place_exception before touching the driver.
+//  - An operation is failed only once its GPU work has ended, or can never run (a sticky error: the context is
+//    gone): a device that dies for any other reason synchronises its context first (die). Where even that fails,
+//    what the operations hold (page-locked staging blocks, host data kept for them) is never released (abandoned_),
+//    and the exception says that their work may still be running.
 //  - The driver is called with the device's context current on the calling thread (context_scope: activities migrate
 //    between worker threads and the poller may run on any of them), and the thread gets back what it had current
 //    before: no apgas context is ever left current for the user's own CUDA code.
@@ -156,8 +160,12 @@ class device final : public dma_engine, public host_memory {
   [[noreturn]] void throw_error(CUresult r, const char* call, bool launch);
   [[noreturn]] void throw_dead();
   std::string where() const;
-  void die(const std::string& reason);
-  void fail(std::vector<pending_op>& ops, const std::exception_ptr& e) noexcept;
+  /// The device dies: every pending operation fails with dead_place_exception(reason). `sticky`: the reason is a
+  /// sticky error, after which nothing of the context runs; otherwise the context is synchronised first, so that the
+  /// operations' work has ended when they fail (see the invariants).
+  void die(const std::string& reason, bool sticky);
+  /// Each op's waiter or token gets e; its staging block and kept data are released where `ended`, else abandoned.
+  void fail(std::vector<pending_op>& ops, const std::exception_ptr& e, bool ended = true) noexcept;
   CUevent take_event();
   void give_back(CUevent e) noexcept;
   /// Record e (from take_event) on s. On failure e goes back to the pool and the error is thrown once s has run
@@ -226,6 +234,9 @@ class device final : public dma_engine, public host_memory {
   std::map<std::uintptr_t, std::size_t> sizes_;     // remote arrays: address -> bytes (ordered: range checks)
   std::size_t in_use_ = 0;                                    // their bytes
   std::string death_;
+  // What operations failed by a death whose work could not be seen to end held (never released: it may still be
+  // read or written). The staging blocks are not given back either.
+  std::vector<std::shared_ptr<const void>> abandoned_;
   std::atomic<int> npending_{0};  // pending_.size(); the backend's demand_ moves with it
   std::atomic<int>& demand_;
   std::atomic<bool> dead_{false};

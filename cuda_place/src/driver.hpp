@@ -28,7 +28,7 @@ namespace apgas::detail::gpu {
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent)              \
   X(cuCtxEnablePeerAccess) X(cuDeviceGetDefaultMemPool) X(cuMemPoolSetAccess) X(cuMemPoolSetAttribute)        \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)     \
-  X(cuStreamWaitEvent) X(cuEventElapsedTime) X(cuStreamSynchronize)                                             \
+  X(cuStreamWaitEvent) X(cuEventElapsedTime) X(cuStreamSynchronize) X(cuCtxSynchronize)                         \
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemsetD8Async) X(cuMemHostAlloc)          \
   X(cuMemFreeHost) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync)          \
   X(cuLaunchKernel) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuOccupancyMaxPotentialBlockSize)            \

@@ -24,7 +24,7 @@
 //    complete when its stream has reached the latest record; cuStreamWaitEvent holds its stream until the record that
 //    was the event's latest when it was called is complete. cuStreamSynchronize waits until its stream has executed
 //    everything queued on it before the call (while the device is paused it waits for another thread to let it go
-//    on). Once a device has failed, its streams move no data any more (events still complete, but every query and
+//    on); cuCtxSynchronize likewise for every stream of the device. Once a device has failed, its streams move no data any more (events still complete, but every query and
 //    call, cuStreamSynchronize included, reports the sticky error).
 //  - Strictness: the stream (and event) of a call must belong to the context current on the calling thread; a
 //    mismatch returns CUDA_ERROR_INVALID_HANDLE and is counted (wrong_context_calls) and printed: the backend's
@@ -102,7 +102,8 @@ constexpr unsigned char poison = 0xA5;
   X(event_records) X(stream_waits) X(event_queries) X(ops_executed) X(max_pending) X(pageable_async_copies)        \
   X(illegal_accesses) X(wrong_context_calls) X(invalid_handle_calls) X(invalid_frees) X(allocs_total)              \
   X(frees_total) X(injected_failures) X(last_grid) X(last_block) X(last_shared) X(sync_allocs) X(sync_frees)       \
-  X(host_allocs) X(host_frees_without_context) X(timing_events) X(elapsed_queries) X(stream_syncs)
+  X(host_allocs) X(host_frees_without_context) X(timing_events) X(elapsed_queries) X(stream_syncs)            \
+  X(ctx_syncs)
 
 enum counter : int {
 #define APGAS_FAKE_ENUM(c) c,
@@ -1170,6 +1171,16 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   return static_cast<CUresult>(d->failed.load(std::memory_order_acquire));
 }
 
+/// Waits until every stream of the current context's device has executed what was queued on it (on a paused device
+/// until it is let go on), then reports the device's sticky error if it has one.
+CUresult CUDAAPI cuCtxSynchronize(void) {
+  device_state* d = nullptr;
+  if (CUresult r = current(d, "cuCtxSynchronize"); r != CUDA_SUCCESS) return r;
+  count(*d, ctx_syncs);
+  synchronize(*d);
+  return static_cast<CUresult>(d->failed.load(std::memory_order_acquire));
+}
+
 CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   device_state* d = nullptr;
   if (CUresult r = current(d, "cuEventCreate"); r != CUDA_SUCCESS) return r;
@@ -1726,7 +1737,7 @@ APGAS_FAKE_EXPORT int apgas_fake_cuda_stall_next(int device, const char* functio
 }
 
 /// While paused (nonzero), the streams of `device` execute nothing (work queues up); a failure unpauses them.
-/// cuMemFree and cuStreamSynchronize on a paused device wait.
+/// cuMemFree, cuStreamSynchronize and cuCtxSynchronize on a paused device wait.
 APGAS_FAKE_EXPORT int apgas_fake_cuda_pause(int device, int paused) {
   device_state* d = device_at(device);
   if (d == nullptr) return -1;

@@ -674,6 +674,62 @@ TEST_F(FakeGpu, AMarkerThatCannotBeRecordedOnAStreamThatCannotBeSynchronisedKill
   }
 }
 
+// A place that dies for a reason that is not a sticky error (here an event query that fails in the poller) says
+// nothing of the work queued on its streams: the backend synchronises the context (cuCtxSynchronize) before the
+// operations fail, so that when a finish sees the dead_place_exception nothing of its operations is in flight (the
+// caller may free or reuse their memory). It failed them at once, the copy still queued. When the context cannot
+// be synchronised either, the error says that the work may still be running (and its staging is never reused).
+TEST_F(FakeGpu, APlaceThatDiesOfANonStickyErrorEndsItsQueuedWorkBeforeItsOperationsFail) {
+  for (const bool sync_fails : {false, true}) {
+    fake().reset();
+    run_gpu(fresh_gpu_config(), [sync_fails] {
+      const place g(1);
+      const int dev = device_of(g);
+      constexpr std::size_t n = 64 * KiB;
+      const std::vector<std::uint8_t> bytes = apgas_test::pattern(n, 61);
+      const auto src = pinned_copy(bytes);
+      auto a = apgas::make_remote_array<std::uint8_t>(g, n);
+      std::atomic<bool> released{false};
+      fake().pause(dev, 1);
+      fake().fail_next(dev, "cuEventQuery", CUDA_ERROR_INVALID_VALUE, 1);
+      if (sync_fails) fake().fail_next(dev, "cuCtxSynchronize", CUDA_ERROR_INVALID_VALUE, 1);
+      std::thread releaser([&] {
+        std::this_thread::sleep_for(release_after);
+        released = true;
+        fake().pause(dev, 0);
+      });
+      std::string what;
+      long long pending = -1;
+      bool released_then = false;
+      std::vector<std::uint8_t> landed;
+      try {
+        apgas::finish([&] { apgas::async_copy(std::span<const std::uint8_t>(src), a); });
+        ADD_FAILURE() << "the finish did not throw";
+      } catch (const apgas::multiple_exceptions& m) {
+        pending = counter(dev, "ops_pending");
+        released_then = released.load();
+        landed = fake().read<std::uint8_t>(dev, a.token(), n);
+        ASSERT_EQ(m.of_type<apgas::dead_place_exception>().size(), 1u);
+        what = m.of_type<apgas::dead_place_exception>()[0]->what();
+      }
+      releaser.join();
+      EXPECT_TRUE(contains(what, "GPU place 1 (device 0) is dead")) << what;
+      EXPECT_TRUE(contains(what, "an event query failed")) << what;
+      if (!sync_fails) {
+        EXPECT_GE(counter(dev, "ctx_syncs"), 1);
+        EXPECT_TRUE(released_then) << "the copy failed while the GPU was paused, the copy still queued: " << what;
+        EXPECT_EQ(pending, 0) << what;
+        EXPECT_EQ(first_difference(landed, bytes), -1) << "the copy had not landed when it failed";
+        EXPECT_FALSE(contains(what, "may still be running")) << what;
+      } else {
+        EXPECT_TRUE(contains(what, "cuCtxSynchronize failed): it may still be running")) << what;
+      }
+      fake().synchronize(dev);  // (src must outlive the copy)
+      EXPECT_THROW((void)apgas::make_remote_array<int>(g, 1), apgas::dead_place_exception);
+    });
+  }
+}
+
 // ---- 3: a driver older than the CUDA this apgas was built with (ctest apgas.cuda_fake.old_driver) -------------
 TEST(FakeOldDriver, ADriverOlderThanTheBuildGivesNoGpuPlacesAndSaysWhy) {
   if (!env_is("APGAS_FAKE_CUDA_DRIVER_VERSION", "12080")) {
