@@ -373,15 +373,17 @@ void advance_registration(clock_registration& r) {
   wait_phase_after(r);
 }
 
-// The parent's registrations on the clocks `cs`; clock_use_exception (nothing changed) if it lacks one.
-std::vector<clock_registration*> parent_registrations(task& parent, const std::uint64_t* cs, std::size_t n) {
+// The parent's registrations on the clocks `cs`; clock_use_exception (nothing changed, `what` names the spawn) if it
+// lacks one.
+std::vector<clock_registration*> parent_registrations(task& parent, const std::uint64_t* cs, std::size_t n,
+                                                      const char* what = "apgas::clocked_async") {
   std::vector<clock_registration*> prs;
   prs.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     clock_registration* pr = find(parent, cs[i]);
     if (pr == nullptr) {
       throw clock_use_exception(
-          "apgas::clocked_async: the calling activity (at place " + std::to_string(here_rank()) +
+          std::string(what) + ": the calling activity (at place " + std::to_string(here_rank()) +
           ") is not registered on one of the clocks (an activity can only register a child on a clock it is "
           "registered on itself)");
     }
@@ -390,10 +392,11 @@ std::vector<clock_registration*> parent_registrations(task& parent, const std::u
   return prs;
 }
 
-std::vector<std::uint64_t> ids_of(task& parent, const clock* cs, std::size_t n, bool implicit) {
+std::vector<std::uint64_t> ids_of(task& parent, const clock* cs, std::size_t n, bool implicit,
+                                  const char* what = "apgas::clocked_async") {
   if (implicit) {
     const std::uint64_t c = parent.clocks != nullptr ? parent.clocks->implicit : 0;
-    if (c == 0) throw clock_use_exception("apgas::clocked_async(f) without a clock list must be inside a clocked_finish");
+    if (c == 0) throw clock_use_exception(std::string(what) + "(f) without a clock list must be inside a clocked_finish");
     return {c};
   }
   std::vector<std::uint64_t> ids(n);
@@ -402,8 +405,8 @@ std::vector<std::uint64_t> ids_of(task& parent, const clock* cs, std::size_t n, 
 }
 
 // Register `child` (here) on the parent's clocks with the parent's phase and arrival state.
-void inherit_here(task& parent, task& child, const std::vector<std::uint64_t>& ids) {
-  std::vector<clock_registration*> prs = parent_registrations(parent, ids.data(), ids.size());
+void inherit_here(task& parent, task& child, const std::vector<std::uint64_t>& ids, const char* what) {
+  std::vector<clock_registration*> prs = parent_registrations(parent, ids.data(), ids.size(), what);
   auto& cr = regs_of(child);
   const int here = here_rank();
   for (clock_registration* pr : prs) {
@@ -424,11 +427,11 @@ void inherit_here(task& parent, task& child, const std::vector<std::uint64_t>& i
   }
 }
 
-void spawn_registered(task& parent, task* t, const std::vector<std::uint64_t>& ids) {
+void spawn_registered(task& parent, task* t, const std::vector<std::uint64_t>& ids, const char* what) {
   t->governing = parent.innermost;
   t->innermost = parent.innermost;
   try {
-    inherit_here(parent, *t, ids);
+    inherit_here(parent, *t, ids, what);
   } catch (...) {
     if (t->clocks != nullptr) drop_all_clocks(*t);
     delete t;
@@ -460,34 +463,34 @@ void drop_all_clocks(task& t) noexcept {
   t.clocks = nullptr;
 }
 
-void spawn_clocked(task* t, const clock* clocks, std::size_t n) {
-  task& parent = clock_caller("apgas::clocked_async", t);
+void spawn_clocked(task* t, const clock* clocks, std::size_t n, const char* what) {
+  task& parent = clock_caller(what, t);
   std::vector<std::uint64_t> ids(n);
   for (std::size_t i = 0; i < n; ++i) ids[i] = clocks[i].id();
-  spawn_registered(parent, t, ids);
+  spawn_registered(parent, t, ids, what);
 }
 
-void spawn_implicit_clocked(task* t) {
-  task& parent = clock_caller("apgas::clocked_async", t);
+void spawn_implicit_clocked(task* t, const char* what) {
+  task& parent = clock_caller(what, t);
   std::vector<std::uint64_t> ids;
   try {
-    ids = ids_of(parent, nullptr, 0, true);
+    ids = ids_of(parent, nullptr, 0, true, what);
   } catch (...) {
     delete t;
     throw;
   }
-  spawn_registered(parent, t, ids);
+  spawn_registered(parent, t, ids, what);
 }
 
 void check_clocked_spawn(const clock* cs, std::size_t n, bool implicit) {
   task& parent = clock_caller("apgas::clocked_async_at");
-  std::vector<std::uint64_t> ids = ids_of(parent, cs, n, implicit);
-  (void)parent_registrations(parent, ids.data(), ids.size());
+  std::vector<std::uint64_t> ids = ids_of(parent, cs, n, implicit, "apgas::clocked_async_at");
+  (void)parent_registrations(parent, ids.data(), ids.size(), "apgas::clocked_async_at");
 }
 
 void clock_write_child(task& parent, const clock* cs, std::size_t n, bool implicit, int dst, writer& w) {
-  std::vector<std::uint64_t> ids = ids_of(parent, cs, n, implicit);
-  std::vector<clock_registration*> prs = parent_registrations(parent, ids.data(), ids.size());
+  std::vector<std::uint64_t> ids = ids_of(parent, cs, n, implicit, "apgas::clocked_async_at");
+  std::vector<clock_registration*> prs = parent_registrations(parent, ids.data(), ids.size(), "apgas::clocked_async_at");
   w & (parent.clocks != nullptr ? parent.clocks->implicit : std::uint64_t{0});
   w.write_length(prs.size());
   for (clock_registration* pr : prs) {

@@ -13,6 +13,7 @@
 #include "dist_state.hpp"
 
 #include "finish.hpp"
+#include "type_name.hpp"
 
 #include <apgas/error.hpp>
 #include <apgas/serialization/archive.hpp>
@@ -125,15 +126,17 @@ void proxy_offer(finish_state& fs, const void* value, const std::type_info& type
   auto& p = static_cast<proxy&>(fs);
   const collect_ops* o = p.cops;
   if (*o->type != type) {
-    throw illegal_operation_exception(std::string("apgas::offer of a value of type ") + type.name() +
-                                      " to a collecting finish whose reducer takes " + o->type->name() +
-                                      " (the finish is at place " + std::to_string(p.home) + ", the offer at place " +
-                                      std::to_string(g_dist->rank) + ")");
+    // (p.home is the home of the finish this proxy stands for, perhaps one between the offer and the collecting
+    // finish: the collecting finish's own place is not known here)
+    throw illegal_operation_exception("apgas::offer of a value of type " + type_name(type) +
+                                      " to a collecting finish whose reducer takes " + type_name(*o->type) +
+                                      " (the offer at place " + std::to_string(g_dist->rank) +
+                                      ", the collecting finish at another place)");
   }
   if (o->make == nullptr) {
     throw illegal_operation_exception(std::string("apgas::offer at place ") + std::to_string(g_dist->rank) +
-                                      " to a collecting finish at place " + std::to_string(p.home) + ": its reducer " +
-                                      o->reducer_name +
+                                      " to a collecting finish at another place: its reducer " +
+                                      demangle(o->reducer_name) +
                                       " cannot be sent to another place (the reducer must be trivially copyable or "
                                       "serializable, and its value_type serializable and default-constructible)");
   }

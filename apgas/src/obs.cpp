@@ -505,6 +505,25 @@ std::string placeholder_text() {
 // The name the trace is written to before it replaces a regular file at `path` (finish()).
 std::string temp_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
 
+// Where a trace path that names a symbolic link (or a chain of them) leads: the trace replaces the link's target and
+// the link stays. (Written at the link itself, the placeholder went into the target and the finished trace, renamed
+// over the link, replaced the link by a regular file.) A path that is not a link is itself; so is a loop of links,
+// which check_trace_path then refuses.
+std::string follow_links(std::string path) {
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+    char buf[4096];
+    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+    if (n <= 0 || static_cast<std::size_t>(n) >= sizeof buf) return path;
+    std::string target(buf, static_cast<std::size_t>(n));
+    const auto slash = path.rfind('/');
+    if (target.front() != '/' && slash != std::string::npos) target = path.substr(0, slash + 1) + target;
+    path = std::move(target);
+  }
+  return path;
+}
+
 // Start-up: whether the trace can be written at `path` at the end of the run, trying what finish() will do. A
 // character device or a FIFO (/dev/null, a pipe) is written as it is: it must be writable now. Any other file that
 // is not a regular one (a directory, a socket) is refused. Otherwise the temporary file beside it is created and
@@ -780,7 +799,10 @@ bool prepare(const config& cfg, transport::transport& tp) {
     std::uint64_t buffer;
     std::uint64_t path_bytes;
   };
-  head mine{0, 1, cfg.trace_buffer, cfg.trace_file.size()};
+  // Place 0's file: the target of a link (follow_links); its name goes to every place.
+  const std::string file =
+      tp.rank() == 0 && !cfg.trace_file.empty() ? follow_links(cfg.trace_file) : cfg.trace_file;
+  head mine{0, 1, cfg.trace_buffer, file.size()};
   if (!cfg.trace_file.empty()) mine.mask |= parse_filter(cfg.trace_filter, "APGAS_TRACE_FILTER");
   if (cfg.stats) mine.mask |= stats;
   if (tp.rank() == 0 && mine.mask != 0) {
@@ -790,10 +812,12 @@ bool prepare(const config& cfg, transport::transport& tp) {
     mine.ok = 0;
 #else
     if (!cfg.trace_file.empty()) {
-      const std::string why = check_trace_path(cfg.trace_file);
+      const std::string why = check_trace_path(file);
       if (!why.empty()) {
-        std::fprintf(stderr, "apgas: start-up failed at place 0: cannot write the trace file '%s' (APGAS_TRACE): %s\n",
-                     cfg.trace_file.c_str(), why.c_str());
+        const std::string target = file == cfg.trace_file ? std::string() : " (a link to '" + file + "')";
+        std::fprintf(stderr,
+                     "apgas: start-up failed at place 0: cannot write the trace file '%s'%s (APGAS_TRACE): %s\n",
+                     cfg.trace_file.c_str(), target.c_str(), why.c_str());
         mine.ok = 0;
       }
     }
@@ -805,7 +829,7 @@ bool prepare(const config& cfg, transport::transport& tp) {
   if (h0.ok == 0) return false;
   std::string path;
   if (h0.path_bytes != 0) {
-    std::string contribution = tp.rank() == 0 ? cfg.trace_file : std::string();
+    std::string contribution = tp.rank() == 0 ? file : std::string();
     contribution.resize(static_cast<std::size_t>(h0.path_bytes), '\0');
     const std::vector<std::byte> all = tp.allgather(std::as_bytes(std::span(contribution.data(), contribution.size())));
     path.assign(reinterpret_cast<const char*>(all.data()), static_cast<std::size_t>(h0.path_bytes));
@@ -982,6 +1006,14 @@ void emergency_dump(const char* why) noexcept {
     ~done() { g_dump_done.store(true, std::memory_order_release); }
   } at_end;
   try {
+    struct stat st {};
+    if (::stat(g.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // /dev/null, a FIFO: no file beside it
+      std::fprintf(stderr,
+                   "apgas: trace: place %d did not write what it recorded (%s): the trace goes to '%s', which is not "
+                   "a regular file, and no file is made beside it\n",
+                   g.place, why, g.path.c_str());
+      return;
+    }
     std::vector<place_record> records{decode(encode())};
     const std::string file = g.path + ".place" + std::to_string(g.place) + ".json";
     std::FILE* f = std::fopen(file.c_str(), "w");

@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 // ---- global data (global.hpp) ----
 namespace apgas {
@@ -52,29 +53,58 @@ void place_local_put(std::uint64_t id, void* obj, void (*destroy)(void*)) {
   if (old.first != nullptr) old.second(old.first);
 }
 
+namespace {
+[[noreturn]] void no_instance(std::uint64_t id, const char* what, const char* why) {
+  if (id == 0) {
+    throw bad_place_exception(std::string(what) + ": a default-constructed place_local_handle names no instance (make "
+                              "one with apgas::make_place_local)");
+  }
+  throw bad_place_exception(std::string(what) + ": place " + std::to_string(here().id()) + " has no instance of handle " +
+                            std::to_string(id) + " " + why);
+}
+}  // namespace
+
+void place_local_check(std::span<const place> ps, const char* what) {
+  const std::size_t n = all_places().size();
+  std::vector<bool> seen(n, false);
+  for (const place p : ps) {
+    if (p.id() < 0 || static_cast<std::size_t>(p.id()) >= n) {
+      throw bad_place_exception(std::string(what) + ": no place with id " + std::to_string(p.id()) + " (there are " +
+                                std::to_string(n) + " places)");
+    }
+    if (!p.is_host()) {
+      throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(p.id()) +
+                                        " is a GPU place; place-local instances live at host places (apgas::places())");
+    }
+    if (seen[static_cast<std::size_t>(p.id())]) {
+      throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(p.id()) +
+                                        " is given twice (one instance per place)");
+    }
+    seen[static_cast<std::size_t>(p.id())] = true;
+  }
+}
+
 void* place_local_get(std::uint64_t id) {
   auto& t = locals();
   std::lock_guard lock(t.mutex);
   auto it = t.objects.find(id);
   if (it == t.objects.end()) {
-    throw bad_place_exception("apgas::place_local_handle: place " + std::to_string(here().id()) +
-                              " has no instance of handle " + std::to_string(id) +
-                              " (it was not among the places given to make_place_local, or it was freed)");
+    no_instance(id, "apgas::place_local_handle",
+                "(it was not among the places given to make_place_local, or it was freed)");
   }
   return it->second.first;
 }
 
-void place_local_erase(std::uint64_t id) {
+void place_local_erase(std::uint64_t id, bool must_exist) {
   auto& t = locals();
   std::pair<void*, void (*)(void*)> old{nullptr, nullptr};
   {
     std::lock_guard lock(t.mutex);
     auto it = t.objects.find(id);
     if (it == t.objects.end()) {  // freed twice, or a place the handle was never made at: nothing to destroy
-      throw bad_place_exception("apgas::free_place_local: place " + std::to_string(here().id()) +
-                                " has no instance of handle " + std::to_string(id) +
-                                " to free (it was freed already, or the place was not among those given to "
-                                "make_place_local)");
+      if (!must_exist) return;
+      no_instance(id, "apgas::free_place_local",
+                  "to free (it was freed already, or the place was not among those given to make_place_local)");
     }
     old = it->second;
     t.objects.erase(it);

@@ -636,6 +636,17 @@ TEST_P(ClockMisuse, OperationsAfterDrop) {
     bool ran = false;
     EXPECT_THROW(apgas::clocked_async({c}, [&] { ran = true; }), apgas::clock_use_exception);
     EXPECT_THROW(apgas::clocked_async_at(apgas::here(), {c}, [p = &ran] { *p = true; }), apgas::clock_use_exception);
+    try {  // named as the operation the caller used
+      apgas::clocked_async_at(apgas::here(), {c}, [p = &ran] { *p = true; });
+    } catch (const apgas::clock_use_exception& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("apgas::clocked_async_at: ", 0), 0u) << e.what();
+    }
+    try {
+      apgas::clocked_async_at(apgas::here(), [p = &ran] { *p = true; });
+      ADD_FAILURE() << "clocked_async_at(p, f) outside a clocked_finish was accepted";
+    } catch (const apgas::clock_use_exception& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("apgas::clocked_async_at(f) without a clock list", 0), 0u) << e.what();
+    }
     // A list with one good clock and one dropped one registers the child on neither.
     apgas::clock good = apgas::clock::make();
     EXPECT_THROW(apgas::clocked_async({good, c}, [&] { ran = true; }), apgas::clock_use_exception);
@@ -652,6 +663,9 @@ TEST_P(ClockMisuse, OperationsAfterDrop) {
     apgas::clock taken = std::move(moved);
     EXPECT_THROW(moved.advance(), apgas::clock_use_exception);  // NOLINT(bugprone-use-after-move)
     EXPECT_FALSE(moved.registered());                            // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(moved.home(), apgas::place());  // (it said place 0) NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(apgas::clock().home(), apgas::place());
+    EXPECT_EQ(taken.home(), apgas::here());
     EXPECT_TRUE(taken.registered());
     taken.drop();
   });

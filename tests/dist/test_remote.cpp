@@ -523,6 +523,52 @@ TEST(Remote, PlaceLocalHandleHasOneInstancePerPlace) {
   });
 }
 
+// Instances of a type that counts them at each place.
+struct counted_instance {
+  static inline std::atomic<int> live{0};
+  counted_instance() { ++live; }
+  counted_instance(const counted_instance&) { ++live; }
+  ~counted_instance() { --live; }
+};
+
+// make_place_local that fails makes nothing that lasts: places checked before anything is made (an unknown place,
+// one given twice), and an init that throws at one place leaves no instance at the others (they were leaked, with no
+// handle to free them). A default handle says it names no instance.
+TEST(Remote, PlaceLocalHandleThatCannotBeMadeLeavesNothing) {
+  run_everywhere([] {
+    const auto live_everywhere = [] {
+      int n = 0;
+      for (apgas::place p : apgas::places()) n += apgas::at(p, [] { return counted_instance::live.load(); });
+      return n;
+    };
+    ASSERT_EQ(live_everywhere(), 0);
+    const std::vector<apgas::place> unknown{apgas::place(0), apgas::place(42)};
+    EXPECT_NE(apgas_test::what_of<apgas::bad_place_exception>([&] {
+                (void)apgas::make_place_local<counted_instance>(unknown, [] { return counted_instance(); });
+              }).find("apgas::make_place_local: no place with id 42"),
+              std::string::npos);
+    const std::vector<apgas::place> twice{apgas::place(1), apgas::place(0), apgas::place(1)};
+    EXPECT_NE(apgas_test::what_of<apgas::illegal_operation_exception>([&] {
+                (void)apgas::make_place_local<counted_instance>(twice, [] { return counted_instance(); });
+              }).find("place 1 is given twice"),
+              std::string::npos);
+    EXPECT_EQ(live_everywhere(), 0);
+    try {
+      (void)apgas::make_place_local<counted_instance>(apgas::places(), [] {
+        if (apgas::here().id() == 1) throw std::runtime_error("no instance at place 1");
+        return counted_instance();
+      });
+      ADD_FAILURE() << "an init that throws was not reported";
+    } catch (const apgas::multiple_exceptions& e) {
+      EXPECT_EQ(e.of_type<std::runtime_error>().size(), 1u);
+    }
+    EXPECT_EQ(live_everywhere(), 0) << "the instances made before the failure were left behind";
+    const apgas::place_local_handle<int> none;
+    EXPECT_NE(apgas_test::what_of<apgas::bad_place_exception>([&] { (void)*none; }).find("default-constructed"),
+              std::string::npos);
+  });
+}
+
 TEST(Remote, AsyncCopyOneByteTo64MiBBothWays) {
   run_everywhere([] {
     for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, (std::size_t{1} << 20) + 3,

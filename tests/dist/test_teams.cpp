@@ -236,7 +236,7 @@ TEST(CollectingFinish, MisuseAtAnotherPlaceThrowsThere) {
           (void)apgas::finish_collect(apgas::sum<long>(),
                                       [] { apgas::async_at(apgas::place(1), [] { apgas::offer(1); }); });
         },
-        "whose reducer takes");
+        "of type int to a collecting finish whose reducer takes long");  // (demangled, as at home)
     // No collecting finish at all.
     expect_illegal([] { apgas::finish([] { apgas::async_at(apgas::place(1), [] { apgas::offer(1L); }); }); },
                    "no enclosing collecting finish");

@@ -325,6 +325,24 @@ TEST(TraceSettings, APathTheEndCouldNotWriteStopsStartUp) {
   }
 }
 
+// A trace path that is a symbolic link (here a relative one): the trace replaces the link's target, and the link
+// stays a link. (The placeholder went into the target and the trace, renamed over the link, replaced the link.)
+TEST(TraceSettings, ALinkIsFollowedAndStays) {
+  const std::string target = temp_file("link-target.json"), link = temp_file("link.json");
+  std::remove(link.c_str());
+  { std::ofstream(target) << "{\"old\":1}\n"; }
+  ASSERT_EQ(::symlink(target.substr(target.rfind('/') + 1).c_str(), link.c_str()), 0);
+  ASSERT_EQ(apgas::run(traced(link), [] { (void)fib(8); }), 0);
+  struct stat st {};
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link was replaced by a file";
+  const auto f = check_trace(target);
+  EXPECT_TRUE(f.problems.empty()) << f.summary();
+  EXPECT_EQ(f.starts_by_cat.at("activity"), spawns(8) + 1);
+  std::remove(link.c_str());
+  std::remove(target.c_str());
+}
+
 // When the write at the end fails nonetheless, the error names the temporary file where that is what failed.
 TEST(TraceSettings, AFailedWriteAtTheEndNamesTheTemporaryFile) {
   const std::string path = temp_file("end.json");
@@ -420,6 +438,30 @@ TEST(TraceDeathTest, ATerminatingPlaceLeavesWhatItRecorded) {
   const auto placeholder = check_trace(path);
   EXPECT_TRUE(placeholder.problems.empty()) << placeholder.summary();
   EXPECT_EQ(placeholder.events, 0);
+}
+
+// Where the trace goes to a FIFO (or a device such as /dev/null), a terminating place makes no file beside it (it made
+// '/dev/null.place0.json' in /dev) and says so.
+TEST(TraceDeathTest, ATerminatingPlaceMakesNoFileBesideAFifo) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  const std::string path = testing::TempDir() + "apgas-trace-death-fifo";
+  if (!testing::internal::InDeathTestChild()) {
+    std::remove(path.c_str());
+    std::remove((path + ".place0.json").c_str());
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  }
+  EXPECT_DEATH(
+      {
+        (void)apgas::run(traced(path), [] {
+          (void)fib(8);
+          std::terminate();
+        });
+      },
+      "place 0 did not write what it recorded \\(std::terminate was called\\): the trace goes to '.*death-fifo', "
+      "which is not a regular file");
+  EXPECT_FALSE(exists(path + ".place0.json"));
+  std::remove((path + ".place0.json").c_str());
+  std::remove(path.c_str());
 }
 
 // Two activities calling std::terminate together: the second waits for the first's dump instead of ending the

@@ -61,8 +61,9 @@ class clock {
   bool dropped() const { return !registered(); }
   /// The calling activity's phase on this clock (1 after make); clock_use_exception if not registered.
   int phase() const;
-  /// The place where the clock was made (its home: it decides the phase changes).
-  place home() const noexcept { return place(static_cast<int>(id_ >> 48)); }
+  /// The place where the clock was made (its home: it decides the phase changes); the invalid place for a handle
+  /// that names no clock (default-constructed or moved from).
+  place home() const noexcept { return id_ == 0 ? place() : place(static_cast<int>(id_ >> 48)); }
 
   friend bool operator==(const clock& a, const clock& b) noexcept { return a.id_ == b.id_; }
 
@@ -78,8 +79,10 @@ class clock {
 };
 
 namespace detail {
-void spawn_clocked(task* t, const clock* clocks, std::size_t n);   // takes ownership of t
-void spawn_implicit_clocked(task* t);                              // on the innermost clocked_finish's clock
+// Both take ownership of t; `what` names the operation in errors.
+void spawn_clocked(task* t, const clock* clocks, std::size_t n, const char* what = "apgas::clocked_async");
+// On the innermost clocked_finish's clock:
+void spawn_implicit_clocked(task* t, const char* what = "apgas::clocked_async");
 void run_clocked_finish(function_ref<void()> body);
 /// The clocks a child at another host place is registered on: `cs` checked (clock_use_exception), or the innermost
 /// clocked_finish's clock when `implicit`.
@@ -124,7 +127,7 @@ void clocked_async_at(place p, std::initializer_list<clock> cs, F f) {
     detail::remote_clocked_async(p, f, cs.begin(), cs.size(), false);
     return;
   }
-  detail::spawn_clocked(detail::make_task(f), cs.begin(), cs.size());
+  detail::spawn_clocked(detail::make_task(f), cs.begin(), cs.size(), "apgas::clocked_async_at");
 }
 
 /// X10 `clocked async at(p) S` inside a clocked_finish: clocked_async(f) at place `p`, registered on the clock of the
@@ -136,7 +139,7 @@ void clocked_async_at(place p, F f) {
     detail::remote_clocked_async(p, f, nullptr, 0, true);
     return;
   }
-  detail::spawn_implicit_clocked(detail::make_task(f));
+  detail::spawn_implicit_clocked(detail::make_task(f), "apgas::clocked_async_at");
 }
 
 /// X10 `clocked finish S`: a finish with a fresh clock that the body is registered on and that clocked_async(f)

@@ -36,7 +36,10 @@ namespace detail {
 int here_id();
 void* place_local_get(std::uint64_t id);
 void place_local_put(std::uint64_t id, void* obj, void (*destroy)(void*));
-void place_local_erase(std::uint64_t id);
+/// Destroys this place's instance of handle `id`; where it has none, bad_place_exception if `must_exist`, else nothing.
+void place_local_erase(std::uint64_t id, bool must_exist);
+/// Every place of ps a host place of this run, none twice (`what` names the operation in the exception).
+void place_local_check(std::span<const place> ps, const char* what);
 std::uint64_t place_local_new_id();
 /// A new remote array of this place: `bytes` zero bytes aligned to `align` (at least 64; 2 MiB aligned and on
 /// transparent huge pages from 2 MiB on), registered so that every copy into or out of it (a memcpy here or a bulk
@@ -122,32 +125,46 @@ class place_local_handle {
   std::uint64_t id_ = 0;
 };
 
-/// Create, at every place of `ps`, the instance init() returns (init runs at that place; it is shipped like an
-/// async_at closure). Returns when every instance exists.
+/// Create, at every place of `ps` (host places of this run, each once: bad_place_exception or
+/// illegal_operation_exception before anything is made), the instance init() returns (init runs at that place; it
+/// is shipped like an async_at closure). Returns when every instance exists. If init throws anywhere, the exceptions
+/// reach the caller (as from a finish) and the instances already made are destroyed: no handle, nothing left.
 template <class T, class Init>
 place_local_handle<T> make_place_local(std::span<const place> ps, Init init) {
   detail::check_shippable<Init>();
+  detail::place_local_check(ps, "apgas::make_place_local");
   place_local_handle<T> h;
   h.id_ = detail::place_local_new_id();
   const std::uint64_t id = h.id_;
-  finish([&] {
-    for (place p : ps) {
-      async_at(p, [id, init] {
-        detail::place_local_put(id, new T(init()), [](void* o) { delete static_cast<T*>(o); });
+  try {
+    finish([&] {
+      for (place p : ps) {
+        async_at(p, [id, init] {
+          detail::place_local_put(id, new T(init()), [](void* o) { delete static_cast<T*>(o); });
+        });
+      }
+    });
+  } catch (...) {
+    try {  // (a place that could not make its instance has none: nothing to destroy there)
+      finish([&] {
+        for (place p : ps) async_at(p, [id] { detail::place_local_erase(id, false); });
       });
+    } catch (...) {  // (a place that died meanwhile: its instances went with it)
     }
-  });
+    throw;
+  }
   return h;
 }
 
-/// Destroy the instances of `h` at every place of `ps`. A place of `ps` without an instance (the handle freed there
+/// Destroy the instances of `h` at every place of `ps` (checked as for make_place_local). A place without an instance (the handle freed there
 /// already, or never made there) is an error: bad_place_exception from that place, in the finish's exceptions; the
 /// instances at the other places are destroyed all the same.
 template <class T>
 void free_place_local(place_local_handle<T> h, std::span<const place> ps) {
+  detail::place_local_check(ps, "apgas::free_place_local");
   const std::uint64_t id = h.id();
   finish([&] {
-    for (place p : ps) async_at(p, [id] { detail::place_local_erase(id); });
+    for (place p : ps) async_at(p, [id] { detail::place_local_erase(id, true); });
   });
 }
 
