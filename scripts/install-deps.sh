@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything apgas needs to build and run its whole test suite on Debian 12 (bookworm): compiler, CMake,
-# Ninja, Boost.Context, GoogleTest, oneTBB + Google Benchmark (benchmarks), Open MPI and libfabric (the coming
+# Ninja, Boost.Context, GoogleTest, oneTBB (benchmarks), Open MPI and libfabric (the coming
 # transports and their multi-process tests). Run as root, or as a user with sudo. Does nothing when all is there.
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
-          libboost-context-dev libtbb-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libboost-context-dev libtbb-dev libgtest-dev libgmock-dev
           libopenmpi-dev openmpi-bin libfabric-dev libfabric-bin)
 missing=()
 for p in "${packages[@]}"; do

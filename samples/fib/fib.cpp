@@ -44,7 +44,7 @@ long fib_serial(int n) {
 }
 
 int usage_error(const std::string& why) {
-  std::fprintf(stderr, "apgas_fib: %s\nusage: apgas_fib [-n N]   (N from 0 to %d, default 30)\n", why.c_str(), max_n);
+  std::fprintf(stderr, "apgas_fib: %s\nusage: apgas_fib [-n N] [--stats]   (N from 0 to %d, default 30)\n", why.c_str(), max_n);
   return 2;
 }
 
@@ -78,11 +78,12 @@ void print_place_tree() {
 
 int main(int argc, char** argv) {
   int n = 30;
-  // apgas::run does not parse the command line: the options are ours.
+  apgas::take_stats_option(argc, argv);  // --stats: the run's statistics at the end (as APGAS_STATS=1)
+  // apgas::run does not parse the command line: the other options are ours.
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "-h" || arg == "--help") {
-      std::printf("usage: apgas_fib [-n N]   (N from 0 to %d, default 30)\n", max_n);
+      std::printf("usage: apgas_fib [-n N] [--stats]   (N from 0 to %d, default 30)\n", max_n);
       return 0;
     }
     std::string_view value;

@@ -163,20 +163,22 @@ void run_host(host_state& s, const params prm, const std::string& path) {
   if (bound_failed[1] != 0) return;  // another host failed and reports it
   const double scale = kmeans::fixed_scale(prm.n, static_cast<float>(bound_failed[0]));
 
-  // GPU places: split the host's points over them, copy them there once.
+  // GPU places: split the host's points over them, copy them there once. A GPU whose share is empty gets no arrays
+  // and no kernel (fewer points than GPUs); a host with no points at all (fewer points than hosts) then has no part
+  // and, like a host without GPU places, runs its (empty) kernel on its CPU place, so that nearest[] exists there.
   const auto gpus = me.children();
-  if (!gpus.empty()) {
-    const auto g = static_cast<std::int64_t>(gpus.size());
-    for (std::int64_t i = 0; i < g; ++i) {
-      gpu_part p;
-      p.gpu = gpus[static_cast<std::size_t>(i)];
-      p.off = n_local * i / g;
-      p.n = n_local * (i + 1) / g - p.off;
-      if (p.n == 0) continue;
-      p.points = apgas::make_remote_array<float>(p.gpu, static_cast<std::size_t>(p.n) * d);
-      p.nearest = apgas::make_remote_array<int>(p.gpu, static_cast<std::size_t>(p.n));
-      s.parts.push_back(p);
-    }
+  const auto g = static_cast<std::int64_t>(gpus.size());
+  for (std::int64_t i = 0; i < g; ++i) {
+    gpu_part p;
+    p.gpu = gpus[static_cast<std::size_t>(i)];
+    p.off = n_local * i / g;
+    p.n = n_local * (i + 1) / g - p.off;
+    if (p.n == 0) continue;
+    p.points = apgas::make_remote_array<float>(p.gpu, static_cast<std::size_t>(p.n) * d);
+    p.nearest = apgas::make_remote_array<int>(p.gpu, static_cast<std::size_t>(p.n));
+    s.parts.push_back(p);
+  }
+  if (!s.parts.empty()) {
     s.nearest_gpu.assign(static_cast<std::size_t>(n_local), 0);
     apgas::finish([&] {
       for (const gpu_part& p : s.parts) {

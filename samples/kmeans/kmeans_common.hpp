@@ -10,7 +10,9 @@
 //     -fmad=false (nvcc). The nearest cluster is the lowest index among equal distances (strict < in index order).
 //  2. The centroid step accumulates coordinates as 64-bit fixed-point integers, q = trunc(x * 2^s), with s chosen
 //     from the global coordinate bound and N so that no sum can overflow (fixed_scale). Integer addition is
-//     associative: the sums do not depend on how the points are split over hosts, GPUs, workers or chunks.
+//     associative: the sums do not depend on how the points are split over hosts, GPUs, workers or chunks. For
+//     generated coordinates (multiples of 2^-24) they are exact; a file's coordinates far smaller than the largest
+//     lose their low bits, which the check measures (compare: the centroids against double-precision means).
 //  3. A centroid is float((double(sum) / 2^s) / double(count)), the same expression everywhere; an empty cluster
 //     keeps its previous centroid.
 #include <algorithm>
@@ -51,6 +53,13 @@ inline constexpr int max_d = 32;
 /// block without an opt-in.
 inline constexpr long max_cluster_floats = 48 * 1024 / 4;
 inline constexpr std::int64_t max_n = 1'000'000'000;
+/// The largest coordinate magnitude of a points file. A centroid is a mean of points, so it lies within the same
+/// bound, and a squared distance is at most d * (2 * 1e18)^2 = 32 * 4e36 = 1.28e38 < FLT_MAX (3.4e38): the float
+/// distances cannot overflow to inf, which would make every cluster equally far (and the assignment wrong, in the
+/// serial reference as well, so the check could not see it).
+inline constexpr double max_coord = 1e18;
+static_assert(max_coord * max_coord * 4 * max_d < 0.5 * std::numeric_limits<float>::max(),
+              "max_coord: squared distances must stay finite, with room for rounding");
 inline constexpr int max_iterations = 1'000'000;
 /// Points of one tile of the assignment loop: a block handles tiles b, b + blocks, ...; the threads of a block
 /// share a tile (coalesced on a GPU; contiguous per block on a CPU place, where a block has one thread).
@@ -80,7 +89,7 @@ inline void print_usage(std::FILE* out, const char* prog) {
                "  -k, --clusters K       number of clusters (default 100; 1..N, K*D <= %ld)\n"
                "  -d, --dim D            dimensions (default 4, or the file's; 1..%d)\n"
                "  -i, --iterations I     Lloyd iterations (default 50; 1..%d)\n"
-               "  -s, --seed S           seed of the generated points (default 1)\n"
+               "  -s, --seed S           seed of the generated points (default 1; decimal, 0..2^64-1)\n"
                "  -p, --points-file F    read the points from F (binary format: samples/kmeans/README.md)\n"
                "      --no-check         skip the comparison with the serial reference (check=skipped)\n"
                "      --print-centroids  print the final centroids\n"
@@ -104,12 +113,14 @@ inline bool parse_int(std::string_view text, std::int64_t lo, std::int64_t hi, s
   return true;
 }
 
+/// A whole decimal number from 0 to 2^64 - 1; false for anything else ("", "-1", "0x10", overflow). Decimal only, as
+/// parse_int: "010" is ten, not an octal eight.
 inline bool parse_u64(std::string_view text, std::uint64_t& out) {
   const std::string s(text);
   if (s.empty() || s.front() < '0' || s.front() > '9') return false;
   char* end = nullptr;
   errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
   if (errno != 0 || *end != '\0') return false;
   out = v;
   return true;
@@ -283,6 +294,13 @@ struct file_closer {
   }
 };
 
+/// A float in round-trip precision, for messages.
+inline std::string format_g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
 inline std::FILE* open_points(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) throw input_error("points file '" + path + "': cannot open it: " + std::strerror(errno));
@@ -347,7 +365,8 @@ inline void check_shape(const options& o, const file_header& h) {
   }
 }
 
-/// Points [lo, hi) of the file into SoA layout (out[j * stride + r]). Rejects non-finite coordinates.
+/// Points [lo, hi) of the file into SoA layout (out[j * stride + r]). Rejects non-finite coordinates and magnitudes
+/// above max_coord.
 inline void read_points(const std::string& path, const file_header& h, std::int64_t lo, std::int64_t hi, float* out,
                         std::int64_t stride) {
   file_closer fc{open_points(path)};
@@ -370,6 +389,12 @@ inline void read_points(const std::string& path, const file_header& h, std::int6
         if (!std::isfinite(x)) {
           throw input_error("points file '" + path + "': coordinate " + std::to_string(j) + " of point " +
                             std::to_string(at + r) + " is not a finite number");
+        }
+        if (std::fabs(x) > max_coord) {
+          throw input_error("points file '" + path + "': coordinate " + std::to_string(j) + " of point " +
+                            std::to_string(at + r) + " is " + format_g(x) + ", beyond the limit of " +
+                            format_g(max_coord) +
+                            " in magnitude (larger ones could overflow the float squared distances)");
         }
         out[j * stride + (at + r - lo)] = x;
       }
@@ -630,12 +655,58 @@ struct check_result {
   double max_rel_diff = 0;     // over all centroid coordinates
   std::int64_t mismatches = 0;  // assignments that differ where the two clusters are not at an exact tie
   std::int64_t ties = 0;        // assignments that differ at an exact tie (allowed)
+  // The fixed point's loss: max over clusters and coordinates of |reference centroid - double mean| / (the
+  // cluster's largest coordinate magnitude), and where it is largest.
+  double fixed_loss = 0;
+  int loss_cluster = -1, loss_coord = -1;
+  double loss_mean = 0, loss_centroid = 0;
 };
 
-/// Compares centroids (1e-4 relative) and assignments (equal except at exact ties) with the reference.
+/// The largest fixed_loss the check accepts: the truncation of each coordinate to the fixed point's step (2^-s)
+/// moves a mean by less than a step, far below this for points of similar magnitudes (2^-41 of the largest for a
+/// million points); a step this coarse means a cluster of small points among far larger ones lost its coordinates.
+inline constexpr double max_fixed_loss = 1e-6;
+
+/// The reference's last centroids against the double-precision means of their clusters (the reference's last
+/// assignment), relative to each cluster's largest coordinate magnitude (a coordinate whose mean is near 0 has no
+/// relative accuracy of its own). The serial reference sums in the same fixed point as the program, so the
+/// comparison with it cannot see what the fixed point lost; this can.
+inline void measure_fixed_loss(const reference_result& ref, const float* x, std::int64_t n, int d, check_result& c) {
+  const std::size_t k = ref.centroids.size() / static_cast<std::size_t>(d);
+  std::vector<double> sum(k * static_cast<std::size_t>(d), 0.0), big(k, 0.0);
+  std::vector<std::int64_t> count(k, 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto q = static_cast<std::size_t>(ref.nearest[static_cast<std::size_t>(i)]);
+    ++count[q];
+    for (int j = 0; j < d; ++j) {
+      const double v = x[j * n + i];
+      sum[static_cast<std::size_t>(j) * k + q] += v;
+      big[q] = std::max(big[q], std::fabs(v));
+    }
+  }
+  for (std::size_t q = 0; q < k; ++q) {
+    if (count[q] == 0 || big[q] == 0) continue;  // (an empty cluster keeps its centroid; all-zero points are exact)
+    for (int j = 0; j < d; ++j) {
+      const std::size_t at = static_cast<std::size_t>(j) * k + q;
+      const double mean = sum[at] / static_cast<double>(count[q]);
+      const double loss = std::fabs(static_cast<double>(ref.centroids[at]) - mean) / big[q];
+      if (loss > c.fixed_loss) {
+        c.fixed_loss = loss;
+        c.loss_cluster = static_cast<int>(q);
+        c.loss_coord = j;
+        c.loss_mean = mean;
+        c.loss_centroid = ref.centroids[at];
+      }
+    }
+  }
+}
+
+/// Compares centroids (1e-4 relative) and assignments (equal except at exact ties) with the reference, and the
+/// reference's centroids with the means of their points (measure_fixed_loss, at most max_fixed_loss).
 inline check_result compare(const reference_result& ref, const std::vector<float>& centroids,
                             const std::vector<int>& nearest, const float* x, std::int64_t n, int d) {
   check_result c;
+  measure_fixed_loss(ref, x, n, d, c);
   bool centroids_ok = centroids.size() == ref.centroids.size();
   for (std::size_t q = 0; centroids_ok && q < centroids.size(); ++q) {
     const double a = centroids[q], b = ref.centroids[q];
@@ -657,7 +728,7 @@ inline check_result compare(const reference_result& ref, const std::vector<float
       ++c.mismatches;
     }
   }
-  c.ok = centroids_ok && c.mismatches == 0;
+  c.ok = centroids_ok && c.mismatches == 0 && c.fixed_loss <= max_fixed_loss;
   return c;
 }
 
@@ -698,8 +769,15 @@ inline void print_assignments(const char* prog, const std::vector<int>& nearest)
 
 inline void print_check(const char* prog, const check_result& c, double seconds) {
   std::printf("%s: check against the serial reference (%.2f s): centroids max relative difference %.3g, "
-              "assignments %" PRId64 " mismatches, %" PRId64 " exact ties\n",
-              prog, seconds, c.max_rel_diff, c.mismatches, c.ties);
+              "assignments %" PRId64 " mismatches, %" PRId64 " exact ties, fixed-point loss %.3g\n",
+              prog, seconds, c.max_rel_diff, c.mismatches, c.ties, c.fixed_loss);
+  if (c.fixed_loss > max_fixed_loss) {
+    std::printf("%s: the fixed-point centroid sums lost precision: coordinate %d of centroid %d is %.9g, the mean "
+                "of its points %.9g (a loss of %.3g of the cluster's largest magnitude, above %.0e): its points are "
+                "far smaller than the largest of the input, whose magnitude sets the fixed point's step; scale the "
+                "data or split it\n",
+                prog, c.loss_coord, c.loss_cluster, c.loss_centroid, c.loss_mean, c.fixed_loss, max_fixed_loss);
+  }
 }
 
 /// The last line, parsed by kmeans_table.sh and the tests.

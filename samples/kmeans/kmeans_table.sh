@@ -77,15 +77,18 @@ label() {  # 2000000 -> 2M
   else echo "$n"; fi
 }
 
-# run <command...>: prints the seconds per iteration, or "fail"
+# run <command...>: prints the seconds per iteration, or "fail". Full precision (9 significant digits): the samples,
+# their medians and the ratios are computed unrounded; only the table and the ratio lines round, when printing.
 run() {
   local out
   if out=$("$@" -i "$iterations" -q --no-check 2> /dev/null | tail -1) && [[ "$out" =~ total_s=([0-9.]+) ]]; then
-    awk -v t="${BASH_REMATCH[1]}" -v i="$iterations" 'BEGIN { printf "%.4f", t / i }'
+    awk -v t="${BASH_REMATCH[1]}" -v i="$iterations" 'BEGIN { printf "%.9g", t / i }'
   else
     echo fail
   fi
 }
+
+cell() { if [[ "$1" == fail ]]; then printf ' %10s' fail; else LC_ALL=C printf ' %10.4f' "$1"; fi; }  # a table cell
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "fail"; else if (v[1] == "fail") print "fail"; else print v[int((NR + 1) / 2)] }'; }
 
@@ -143,12 +146,12 @@ for n in $sizes; do
     for c in "${!cmds[@]}"; do
       # shellcheck disable=SC2086
       med[$c]=$(median ${samples[$c]})
-      line+=$(printf ' %10s' "${med[$c]}")
+      line+=$(cell "${med[$c]}")
     done
     echo "$line"
     if [[ "${med[0]}" != fail && "${med[1]}" != fail ]]; then
       ratios+=("$(awk -v o="${med[1]}" -v a="${med[0]}" -v name="kmeans_${ratio_name}_$(label "$n")_$k" \
-                 'BEGIN { printf "ratio %s %.3f (ours %s s/iter, anchor %s s/iter)", name, o / a, o, a }')")
+                 'BEGIN { printf "ratio %s %.3f (ours %.4f s/iter, anchor %.4f s/iter)", name, o / a, o, a }')")
     fi
     unset samples med
   done

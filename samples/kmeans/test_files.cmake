@@ -1,6 +1,9 @@
 # Points files: a file written by kmeans_points gives the same centroids as the generator it came from; broken files
 # (truncated, shorter than the header, bad magic, other version, n=0, fewer points than clusters, -d mismatch, a
-# non-finite coordinate) stop apgas_kmeans with exit code 2 and a message naming the file and the problem.
+# non-finite coordinate, a coordinate beyond the magnitude limit) stop apgas_kmeans with exit code 2 and a message
+# naming the file and the problem. Magnitudes so far apart that a cluster of small points loses its coordinates in
+# the fixed-point sums fail the check (exit code 1, saying so); magnitudes far apart that the fixed point holds
+# exactly pass it. kmeans_points reads its seed as a decimal number.
 # With MPIEXEC, the non-finite coordinate is also found by host place 1 of 2: every process stops, exit code 2.
 #   cmake -DKMEANS=<apgas_kmeans> -DPOINTS=<kmeans_points> -DWORK_DIR=<scratch dir> [-DMPIEXEC=<mpiexec>]
 #         -P test_files.cmake
@@ -21,6 +24,7 @@ function(expect_ok what)
   endif()
   string(REGEX MATCH "centroids fnv1a=[0-9a-f]+" h "${out}")
   set(hash "${h}" PARENT_SCOPE)
+  set(output "${out}" PARENT_SCOPE)
   message(STATUS "${what}: ok (${h})")
 endfunction()
 
@@ -61,6 +65,14 @@ write_bytes(version.bin "KMPOINTS\\002\\000\\000\\000\\004\\000\\000\\000\\001\\
 write_bytes(empty.bin "KMPOINTS\\001\\000\\000\\000\\004\\000\\000\\000\\000\\000\\000\\000\\000\\000\\000\\000")
 # n=2, d=1: 0.5 and NaN
 write_bytes(nan.bin "KMPOINTS\\001\\000\\000\\000\\001\\000\\000\\000\\002\\000\\000\\000\\000\\000\\000\\000\\000\\000\\000\\077\\000\\000\\300\\177")
+# n=2, d=1: 0.5 and 2e19, beyond the limit of 1e18 in magnitude (their squared distance, 4e38, is inf in float)
+write_bytes(huge.bin "KMPOINTS\\001\\000\\000\\000\\001\\000\\000\\000\\002\\000\\000\\000\\000\\000\\000\\000\\000\\000\\000\\077\\043\\307\\212\\137")
+# n=4, d=1: 2^56 and three times 0.3f: for 4 points of magnitude up to 2^56 the fixed point counts in quarters, so
+# the cluster of the three small points (k=2: the first two points are the initial centroids) has the centroid 0.25.
+write_bytes(mixed.bin "KMPOINTS\\001\\000\\000\\000\\001\\000\\000\\000\\004\\000\\000\\000\\000\\000\\000\\000\\000\\000\\200\\133\\232\\231\\231\\076\\232\\231\\231\\076\\232\\231\\231\\076")
+# n=3, d=1: 2^40, 0.5, 0.5: as far apart, but 0.5 is a multiple of the step (2^-18 for 3 points): accepted, and the
+# centroid of the two small points is exactly 0.5.
+write_bytes(mixed_exact.bin "KMPOINTS\\001\\000\\000\\000\\001\\000\\000\\000\\003\\000\\000\\000\\000\\000\\000\\000\\000\\000\\200\\123\\000\\000\\000\\077\\000\\000\\000\\077")
 run(rc out "${POINTS}" -n 5 -o five.bin)
 
 expect_input_error("missing file" "points file 'missing.bin': cannot open it: No such file" "${KMEANS}" -p missing.bin)
@@ -77,6 +89,21 @@ expect_input_error("d mismatch" "points file 'good.bin': d=4, but -d 3 was given
 # Found inside the run, by the host that reads the point: still exit code 2.
 expect_input_error("non-finite coordinate" "points file 'nan.bin': coordinate 0 of point 1 is not a finite number"
                    "${KMEANS}" -p nan.bin -k 1)
+expect_input_error("coordinate beyond the limit"
+                   "points file 'huge.bin': coordinate 0 of point 1 is 2e\\+19, beyond the limit of 1e\\+18 in magnitude"
+                   "${KMEANS}" -p huge.bin -k 1)
+run(rc out "${KMEANS}" -p mixed.bin -k 2 -i 2 -q --print-centroids)
+if(NOT rc EQUAL 1 OR NOT out MATCHES "coordinate 0 of centroid 1 is 0.25, the mean of its points 0.300000012"
+   OR NOT out MATCHES "check=FAIL")
+  message(FATAL_ERROR "mixed.bin: expected exit code 1 and the fixed point's loss named (rc=${rc}):\n${out}")
+endif()
+message(STATUS "magnitudes too far apart for the fixed point: check=FAIL, the loss named")
+expect_ok("magnitudes far apart, held exactly" "${KMEANS}" -p mixed_exact.bin -k 2 -i 2 -q --print-centroids)
+if(NOT output MATCHES "\ncentroid 1 0.5\n")
+  message(FATAL_ERROR "mixed_exact.bin: expected the centroid 1 at exactly 0.5:\n${output}")
+endif()
+expect_input_error("kmeans_points: a hexadecimal seed" "kmeans_points: invalid -s '0x10'"
+                   "${POINTS}" -n 5 -s 0x10 -o hex.bin)
 if(MPIEXEC)
   expect_input_error("non-finite coordinate at host place 1 of 2"
                      "points file 'nan.bin': coordinate 0 of point 1 is not a finite number"
