@@ -1,11 +1,13 @@
 // The remote arrays whose home is this place: their memory, and the registry that bounds-checks every copy into or
-// out of one (a memcpy here or a bulk transfer from another place, dist_copy.cpp) and every free.
+// out of one (a memcpy here or a bulk transfer from another place, dist_copy.cpp) and every free, and refuses a handle
+// whose array was freed even where another was made at its address since (array_registry.hpp: the serial).
 //
 // Memory: arrays below 2 MiB come from the C library (64-byte aligned, zero-filled); larger ones are mapped whole,
 // 2 MiB aligned, and marked for transparent huge pages (MADV_HUGEPAGE: the kernel's default "madvise" mode then backs
 // them with 2 MiB pages). A kernel that walks a volume plane by plane touches a new 4 KiB page every few rows; with
 // 4 KiB pages the TLB misses cost the 3-D finite difference 1.15x (decision 0017). Every page is touched when the
 // array is made, as the zero-fill of a small one is, so that a program's first use of it does not pay the faults.
+#include "array_registry.hpp"
 #include "dist_state.hpp"
 #include "scheduler.hpp"
 
@@ -31,33 +33,14 @@ constexpr std::size_t huge_page = std::size_t{2} << 20;
 
 struct array_table {
   std::mutex mutex;
-  std::map<std::uintptr_t, std::size_t> arrays;  // address -> bytes, for the arrays whose home is this place
+  array_registry arrays;  // the arrays whose home is this place
 };
 array_table& arrays() {
   static array_table t;
   return t;
 }
 
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-// The bytes [addr, addr + n) lie inside one live array (under the table's lock).
-bool inside_live_array(const array_table& t, std::uint64_t addr, std::uint64_t n) {
-  auto it = t.arrays.upper_bound(static_cast<std::uintptr_t>(addr));
-  if (it == t.arrays.begin()) return false;
-  --it;
-  const std::uint64_t start = it->first;
-  return addr >= start && n <= it->second && addr - start <= it->second - n;
-}
-
-[[noreturn]] void not_live(const char* what, std::uint64_t addr, std::uint64_t n, int place) {
-  throw illegal_operation_exception(std::string(what) + ": the " + std::to_string(n) + " bytes at " + hex(addr) +
-                                    " are not inside a live remote_array at place " + std::to_string(place) +
-                                    " (it was freed, or its token was not made by make_remote_array)");
-}
+std::string place_name(int place) { return "place " + std::to_string(place); }
 
 // A large array's mapping: whole huge pages, the first at a boundary of `align` (2 MiB or a larger power of two).
 std::size_t mapped_bytes(std::size_t bytes) { return (bytes + huge_page - 1) / huge_page * huge_page; }
@@ -92,24 +75,24 @@ void release(void* p, std::size_t bytes) noexcept {
 }  // namespace
 
 // Called by the polling thread (no activity: the place is the process's rank).
-std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n) {
+std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n, std::uint32_t serial) {
   {
     auto& t = arrays();
     std::lock_guard lock(t.mutex);
-    if (!inside_live_array(t, addr, n)) not_live("apgas::async_copy", addr, n, g_dist->rank);
+    t.arrays.check(static_cast<std::uintptr_t>(addr), n, serial, "apgas::async_copy", place_name(g_dist->rank));
   }
   return {reinterpret_cast<std::byte*>(addr), static_cast<std::size_t>(n)};
 }
 
 void check_copy_caller(const char* what) { (void)require_unrestricted_activity(what); }
 
-void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes) {
+void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes, std::uint32_t serial) {
   auto& t = arrays();
   std::lock_guard lock(t.mutex);
-  if (!inside_live_array(t, addr, bytes)) not_live(what, addr, bytes, here_id());
+  t.arrays.check(addr, bytes, serial, what, place_name(here_id()));
 }
 
-void* array_new(std::size_t bytes, std::size_t align) {
+array_token array_new(std::size_t bytes, std::size_t align) {
   void* p = nullptr;
   if (bytes > std::numeric_limits<std::size_t>::max() / 2) throw std::bad_alloc();  // (no rounding overflows below)
   if (bytes >= huge_page) {
@@ -124,28 +107,19 @@ void* array_new(std::size_t bytes, std::size_t align) {
   try {
     auto& t = arrays();
     std::lock_guard lock(t.mutex);
-    t.arrays[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+    return {reinterpret_cast<std::uintptr_t>(p), t.arrays.add(reinterpret_cast<std::uintptr_t>(p), bytes)};
   } catch (...) {  // (the registry's node could not be made)
     release(p, bytes);
     throw;
   }
-  return p;
 }
 
-void array_delete(std::uintptr_t addr) {
+void array_delete(std::uintptr_t addr, std::uint32_t serial) {
   std::size_t bytes = 0;
   {
     auto& t = arrays();
     std::lock_guard lock(t.mutex);
-    const auto it = t.arrays.find(addr);
-    if (it == t.arrays.end()) {
-      throw illegal_operation_exception("apgas::free_remote_array: the remote_array at " + hex(addr) + " of place " +
-                                        std::to_string(here_id()) +
-                                        " is not live there (freed twice, e.g. through a copy of the remote_array, "
-                                        "or its token was not made by make_remote_array); nothing was freed");
-    }
-    bytes = it->second;
-    t.arrays.erase(it);
+    bytes = t.arrays.remove(addr, serial, "apgas::free_remote_array", place_name(here_id()));
   }
   release(reinterpret_cast<void*>(addr), bytes);
 }

@@ -22,8 +22,9 @@ void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t m
 /// stops with exit code 3 (a place exited before it); a place on this host found dead stops it at once.
 void startup_watchdog_arm(int timeout_s);
 /// Shut-down (from dist_stop to the final barrier): a place on this host dead for confirm_s seconds (< 0: not looked
-/// for) stops the process with exit code 3 naming it, and so does the deadline (timeout_s; 0: none).
-void shutdown_watchdog_arm(int timeout_s, int confirm_s);
+/// for) stops the process with exit code 3 naming it, and so does the deadline (timeout_s; 0: none), its message
+/// naming `setting` as where it comes from.
+void shutdown_watchdog_arm(int timeout_s, int confirm_s, const char* setting);
 void watchdog_disarm();  // either one
 bool dist_multi_host() noexcept;
 /// How many places of the run (this one included) run on this place's host (dist_detect.cpp; 1 before start-up).

@@ -48,8 +48,8 @@ void discarded_landed(void* ctx) {
   fs.complete();
 }
 
-std::span<std::byte> put_target(target_kind kind, std::uint64_t where, std::uint64_t n) {
-  if (kind == target_kind::array) return checked_array_range(where, n);
+std::span<std::byte> put_target(target_kind kind, std::uint64_t where, std::uint64_t n, std::uint32_t serial) {
+  if (kind == target_kind::array) return checked_array_range(where, n, serial);
   if (kind == target_kind::ticket) {
     std::lock_guard lock(g_dist->mutex);
     auto it = g_dist->tickets.find(where);
@@ -63,7 +63,8 @@ std::span<std::byte> put_target(target_kind kind, std::uint64_t where, std::uint
   throw serialization_error("apgas: malformed message: copy target kind " + std::to_string(static_cast<int>(kind)));
 }
 
-void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t where,
+// `serial`: the target array's (kind array), else 0.
+void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t where, std::uint32_t serial,
                    std::span<const std::byte> data) {
   transport::transport& tp = *g_dist->tp;
   const std::size_t piece = tp.max_message();
@@ -73,7 +74,8 @@ void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t wh
     const fid f = count_send(fs, dst);
     writer w = message_writer(128);
     w & msg::bulk_put & f.home & f.serial & tag & kind &
-        static_cast<std::uint64_t>(kind == target_kind::array ? where + off : where) & static_cast<std::uint64_t>(n);
+        static_cast<std::uint64_t>(kind == target_kind::array ? where + off : where) & static_cast<std::uint64_t>(n) &
+        serial;
     send(dst, std::move(w));
     if (kind == target_kind::ticket_withdrawn) break;  // the answer to a rejected get: no payload
     tp.send_bulk(dst, tag, data.subspan(off, n));
@@ -89,7 +91,8 @@ void deliver_put(int src, reader& r) {
   std::uint32_t tag = 0;
   target_kind kind{};
   std::uint64_t where = 0, n = 0;
-  r & f.home & f.serial & tag & kind & where & n;
+  std::uint32_t serial = 0;
+  r & f.home & f.serial & tag & kind & where & n & serial;
   transport::transport& tp = *g_dist->tp;
   // Counted first: from here on a rejection is charged to the sender's finish instead of leaving it waiting.
   finish_state& fs = count_receipt(f);
@@ -103,7 +106,7 @@ void deliver_put(int src, reader& r) {
   }
   std::span<std::byte> target;
   try {
-    target = put_target(kind, where, n);
+    target = put_target(kind, where, n, serial);
   } catch (...) {
     fs.add_exception(std::current_exception());
     if (n > tp.max_message()) {  // no sender splits pieces larger than this: there is no payload to drain
@@ -122,32 +125,33 @@ void deliver_put(int src, reader& r) {
 void deliver_get(int src, reader& r) {
   fid f{};
   std::uint64_t from = 0, n = 0, ticket = 0;
-  r & f.home & f.serial & from & n & ticket;
+  std::uint32_t serial = 0;
+  r & f.home & f.serial & from & n & ticket & serial;
   finish_state& fs = count_receipt(f);
   // Answer with a put (counted as a new activity message of the same finish), then this "activity" is done. A
   // rejected source range is this finish's exception, and the answer withdraws the requester's ticket instead.
   std::span<std::byte> source;
   target_kind answer = target_kind::ticket;
   try {
-    source = checked_array_range(from, n);
+    source = checked_array_range(from, n, serial);
   } catch (...) {
     fs.add_exception(std::current_exception());
     answer = target_kind::ticket_withdrawn;
   }
   try {
-    put_locked_in(fs, src, answer, ticket, source);
+    put_locked_in(fs, src, answer, ticket, 0, source);
   } catch (...) {
     fs.add_exception(std::current_exception());
   }
   fs.complete();
 }
 
-void put_bytes(place p, std::uintptr_t to, std::span<const std::byte> data) {
+void put_bytes(place p, std::uintptr_t to, std::uint32_t serial, std::span<const std::byte> data) {
   task& cur = require_unrestricted_activity("apgas::async_copy");
-  put_locked_in(*cur.innermost, p.id(), target_kind::array, to, data);
+  put_locked_in(*cur.innermost, p.id(), target_kind::array, to, serial, data);
 }
 
-void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into) {
+void get_bytes(place p, std::uintptr_t from, std::uint32_t serial, std::span<std::byte> into) {
   task& cur = require_unrestricted_activity("apgas::async_copy");
   dist_state& d = *g_dist;
   const std::size_t piece = d.tp->max_message();
@@ -162,7 +166,7 @@ void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into) {
     const fid f = count_send(*cur.innermost, p.id());
     writer w = message_writer(128);
     w & msg::bulk_get & f.home & f.serial & static_cast<std::uint64_t>(from + off) & static_cast<std::uint64_t>(n) &
-        ticket;
+        ticket & serial;
     send(p.id(), std::move(w));
   }
 }

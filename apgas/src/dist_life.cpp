@@ -37,6 +37,21 @@ std::unique_ptr<transport::transport>& the_transport() {
   static std::unique_ptr<transport::transport> t;  // one per process, for every run; destroyed at exit
   return t;
 }
+
+#if defined(__GLIBC__)
+// exit() called during a run (by an activity): the exit handlers and static destructors would run while the workers
+// and the failure detector still run, closing the transport (MPI_Finalize, fi_close; libfabric's shm provider unmaps
+// its regions) and destroying the runtime's tables under them: the place crashed and lost its exit code. Registered
+// at the start of every run (on_exit, glibc's, gets the status; the last registered runs first), it ends the process
+// at once with that code; the other places find it dead.
+void exit_during_run(int status, void*) {
+  if (g_dist == nullptr) return;  // (a handler of an earlier run, or exit() between runs)
+  std::fprintf(stderr, "apgas: place %d: exit(%d) was called during a run: the process ends now\n", g_dist->rank,
+               status);
+  std::fflush(stderr);
+  std::_Exit(status);
+}
+#endif
 bool g_fingerprint_checked = false;
 std::atomic<int> g_rank{-1};  // this process's rank once its transport exists (for the start-up watchdog)
 void startup_watchdog_extend(int seconds);
@@ -171,6 +186,9 @@ void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t m
   d->size = tp.size();
   clock_dist_start(*d);
   g_dist = d;
+#if defined(__GLIBC__)
+  (void)::on_exit(exit_during_run, nullptr);
+#endif
   if (d->size > 1) {
     d->hook = add_progress_hook(&poll_hook, d);
     detector_start(*d, heartbeat_timeout_s);
@@ -218,6 +236,7 @@ struct watchdog {
   std::chrono::steady_clock::time_point deadline;  // time_point::max(): none
   int timeout_s = 0;
   int confirm_s = 0;  // < 0: no search for dead places
+  const char* setting = "APGAS_CONNECT_TIMEOUT";  // where timeout_s comes from, for the message
   std::thread thread;
 };
 watchdog* g_watchdog = nullptr;
@@ -253,9 +272,9 @@ void watchdog_main(watchdog* w) {
     if (now >= w->deadline) {
       if (dead < 0) {
         std::fprintf(stderr,
-                     "apgas: %s failed: place %d: %s did not complete within %d s (APGAS_CONNECT_TIMEOUT): a place "
-                     "exited before it or cannot be reached\n",
-                     w->phase, rank, w->phase, w->timeout_s);
+                     "apgas: %s failed: place %d: %s did not complete within %d s (%s): a place exited before it, "
+                     "stopped, or cannot be reached\n",
+                     w->phase, rank, w->phase, w->timeout_s, w->setting);
         std::fflush(stderr);
         std::_Exit(3);
       }
@@ -268,10 +287,11 @@ void watchdog_main(watchdog* w) {
   std::_Exit(3);
 }
 
-void watchdog_arm(const char* phase, int timeout_s, int confirm_s) {
+void watchdog_arm(const char* phase, int timeout_s, int confirm_s, const char* setting = "APGAS_CONNECT_TIMEOUT") {
   if (g_watchdog != nullptr) return;
   auto* w = new watchdog;
   w->phase = phase;
+  w->setting = setting;
   w->timeout_s = timeout_s;
   w->confirm_s = confirm_s;
   w->deadline = timeout_s > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s)
@@ -283,7 +303,9 @@ void watchdog_arm(const char* phase, int timeout_s, int confirm_s) {
 
 void startup_watchdog_arm(int timeout_s) { watchdog_arm("start-up", timeout_s, 0); }
 
-void shutdown_watchdog_arm(int timeout_s, int confirm_s) { watchdog_arm("shut-down", timeout_s, confirm_s); }
+void shutdown_watchdog_arm(int timeout_s, int confirm_s, const char* setting) {
+  watchdog_arm("shut-down", timeout_s, confirm_s, setting);
+}
 
 namespace {
 // The handshake has a deadline of its own, with a message that names the silent peers: the watchdog waits for it.

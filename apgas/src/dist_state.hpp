@@ -265,7 +265,7 @@ void note_polled() noexcept;        // this place polled its transport
 // ---- the other message handlers, called by dist_state::on_message (dist.cpp) ----
 void deliver_put(int src, reader& r);                                     // dist_copy.cpp
 /// The bytes [addr, addr + n) of a live remote array of this place, or illegal_operation_exception (arrays.cpp).
-std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n);
+std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n, std::uint32_t serial);
 void deliver_get(int src, reader& r);                                     // dist_copy.cpp
 void deliver_team(reader& r, int src, std::span<const std::byte> bytes);  // dist_team.cpp
 void deliver_clock_report(int src, reader& r);                            // dist_clock.cpp

@@ -4,7 +4,10 @@
 // Invariants: g_active is set between gpu_start and gpu_stop (a run) and is the only accelerator then; the GPU places
 // of this host are g_first .. g_first + g_active->count() - 1. The accelerator object lives from the first run that
 // needs it to the end of the process (it is never destroyed at exit: the CUDA driver may already be shutting down
-// then); a later run with another GPU configuration replaces it.
+// then); a later run with another GPU configuration replaces it. g_arrays holds one registry per GPU of this host
+// during a run (the remote arrays made there: address, size, serial), so that a copy or free through a handle whose
+// array was freed is refused here, before the backend sees it, as for a host place's arrays (array_registry.hpp).
+#include "array_registry.hpp"
 #include "gpu_runtime.hpp"
 
 #include "obs.hpp"
@@ -15,7 +18,9 @@
 #include <apgas/error.hpp>
 #include <apgas/runtime.hpp>
 
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace apgas::detail {
 namespace {
@@ -28,6 +33,17 @@ struct holder {
 holder g_holder;
 accelerator* g_active = nullptr;
 int g_first = 0;
+std::mutex g_arrays_mutex;
+std::vector<array_registry> g_arrays;  // by local GPU index, during a run
+
+std::string gpu_name(place p) { return "GPU place " + std::to_string(p.id()); }
+
+// Bytes [addr, addr + n) of GPU place p (local index g) lie in a live array, the one made with `serial` unless 0.
+void check_array(place p, int g, std::uintptr_t addr, std::size_t n, std::uint32_t serial, const char* what) {
+  if (n == 0) return;
+  std::lock_guard lock(g_arrays_mutex);
+  g_arrays[static_cast<std::size_t>(g)].check(addr, n, serial, what, gpu_name(p));
+}
 
 // The local index of GPU place p; p must be a GPU place of this host (the templates route other hosts' GPUs).
 int local_gpu(place p, const char* what) {
@@ -64,6 +80,10 @@ accelerator& accelerator_for_run(const config& cfg) {
 void gpu_start(accelerator& acc, int first_place) {
   g_first = first_place;
   g_active = &acc;
+  {
+    std::lock_guard lock(g_arrays_mutex);
+    g_arrays.assign(static_cast<std::size_t>(acc.count()), array_registry());
+  }
   acc.start(first_place);
 }
 
@@ -71,6 +91,8 @@ void gpu_stop() {
   if (g_active == nullptr) return;
   g_active->stop();
   g_active = nullptr;
+  std::lock_guard lock(g_arrays_mutex);
+  g_arrays.clear();  // (a later run's arrays are new ones: the handles of this run's are refused by their home's)
 }
 
 void gpu_launch(place p, gpu_kernel_request& r) {
@@ -80,34 +102,52 @@ void gpu_launch(place p, gpu_kernel_request& r) {
   if (obs::on(obs::stats)) obs::stat_kernel(p.id());
 }
 
-std::uintptr_t gpu_alloc(place p, std::size_t bytes) {
+array_token gpu_alloc(place p, std::size_t bytes) {
   const int g = local_gpu(p, "apgas::make_remote_array");
-  return g_active->alloc(g, bytes);
+  const std::uintptr_t a = g_active->alloc(g, bytes);
+  try {
+    std::lock_guard lock(g_arrays_mutex);
+    return {a, g_arrays[static_cast<std::size_t>(g)].add(a, bytes)};
+  } catch (...) {  // (no memory for the registry's node)
+    g_active->free(g, a);
+    throw;
+  }
 }
 
-void gpu_free(place p, std::uintptr_t address) {
+void gpu_free(place p, std::uintptr_t address, std::uint32_t serial) {
   const int g = local_gpu(p, "apgas::free_remote_array");
-  g_active->free(g, address);
+  {
+    std::lock_guard lock(g_arrays_mutex);
+    (void)g_arrays[static_cast<std::size_t>(g)].expect(address, serial, "apgas::free_remote_array", gpu_name(p));
+  }
+  g_active->free(g, address);  // (a free that fails leaves the array: it stays registered)
+  std::lock_guard lock(g_arrays_mutex);
+  (void)g_arrays[static_cast<std::size_t>(g)].remove(address, serial, "apgas::free_remote_array", gpu_name(p));
 }
 
-void gpu_put(place p, std::uintptr_t dst, const void* src, std::size_t bytes) {
+void gpu_put(place p, std::uintptr_t dst, std::uint32_t dst_serial, const void* src, std::size_t bytes) {
   const int g = local_gpu(p, "apgas::async_copy");
   require_unrestricted_activity("apgas::async_copy");
+  check_array(p, g, dst, bytes, dst_serial, "apgas::async_copy");
   g_active->put(g, dst, src, bytes);
   if (obs::on(obs::stats)) obs::stat_copy(p.id(), 0, bytes);
 }
 
-void gpu_get(place p, void* dst, std::uintptr_t src, std::size_t bytes) {
+void gpu_get(place p, void* dst, std::uintptr_t src, std::uint32_t src_serial, std::size_t bytes) {
   const int g = local_gpu(p, "apgas::async_copy");
   require_unrestricted_activity("apgas::async_copy");
+  check_array(p, g, src, bytes, src_serial, "apgas::async_copy");
   g_active->get(g, dst, src, bytes);
   if (obs::on(obs::stats)) obs::stat_copy(p.id(), 1, bytes);
 }
 
-void gpu_copy(place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst, std::size_t bytes) {
+void gpu_copy(place src_place, std::uintptr_t src, std::uint32_t src_serial, place dst_place, std::uintptr_t dst,
+              std::uint32_t dst_serial, std::size_t bytes) {
   const int s = local_gpu(src_place, "apgas::async_copy");
   const int d = local_gpu(dst_place, "apgas::async_copy");
   require_unrestricted_activity("apgas::async_copy");
+  check_array(src_place, s, src, bytes, src_serial, "apgas::async_copy");
+  check_array(dst_place, d, dst, bytes, dst_serial, "apgas::async_copy");
   g_active->copy(s, src, d, dst, bytes);
   if (obs::on(obs::stats)) obs::stat_copy(src_place.id(), 2, bytes);
 }
@@ -122,21 +162,32 @@ void gpu_release_queue(place p, int queue) noexcept {
   g_active->release_queue(p.id() - g_first, queue);
 }
 
-void gpu_queue_put(place p, int queue, std::uintptr_t dst, const void* src, std::size_t bytes, finish_token& token) {
-  g_active->queue_put(local_gpu(p, "apgas::in_order_queue::async_copy"), queue, dst, src, bytes, token);
+void gpu_queue_put(place p, int queue, std::uintptr_t dst, std::uint32_t dst_serial, const void* src,
+                   std::size_t bytes, finish_token& token) {
+  const char* what = "apgas::in_order_queue::async_copy";
+  const int g = local_gpu(p, what);
+  check_array(p, g, dst, bytes, dst_serial, what);
+  g_active->queue_put(g, queue, dst, src, bytes, token);
   if (obs::on(obs::stats)) obs::stat_copy(p.id(), 0, bytes);
 }
 
-void gpu_queue_get(place p, int queue, void* dst, std::uintptr_t src, std::size_t bytes, finish_token& token) {
-  g_active->queue_get(local_gpu(p, "apgas::in_order_queue::async_copy"), queue, dst, src, bytes, token);
+void gpu_queue_get(place p, int queue, void* dst, std::uintptr_t src, std::uint32_t src_serial, std::size_t bytes,
+                   finish_token& token) {
+  const char* what = "apgas::in_order_queue::async_copy";
+  const int g = local_gpu(p, what);
+  check_array(p, g, src, bytes, src_serial, what);
+  g_active->queue_get(g, queue, dst, src, bytes, token);
   if (obs::on(obs::stats)) obs::stat_copy(p.id(), 1, bytes);
 }
 
-void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst,
-                    std::size_t bytes, finish_token& token) {
+void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, std::uint32_t src_serial,
+                    place dst_place, std::uintptr_t dst, std::uint32_t dst_serial, std::size_t bytes,
+                    finish_token& token) {
   const char* what = "apgas::in_order_queue::async_copy";
-  g_active->queue_copy(local_gpu(p, what), queue, local_gpu(src_place, what), src, local_gpu(dst_place, what), dst,
-                       bytes, token);
+  const int s = local_gpu(src_place, what), d = local_gpu(dst_place, what);
+  check_array(src_place, s, src, bytes, src_serial, what);
+  check_array(dst_place, d, dst, bytes, dst_serial, what);
+  g_active->queue_copy(local_gpu(p, what), queue, s, src, d, dst, bytes, token);
   if (obs::on(obs::stats)) obs::stat_copy(src_place.id(), 2, bytes);
 }
 

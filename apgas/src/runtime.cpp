@@ -169,8 +169,10 @@ int run(const config& cfg, function_ref<void()> main) {
   auto sched = std::make_unique<scheduler>(cfg, places_on_this_host(tp->rank()));
   set_scheduler(sched.get());
   tp->barrier();  // every place is ready to receive before place 0 sends anything
-  watchdog_disarm();
+  // (the start-up watchdog stays armed through the trace's clock synchronisation, whose barriers a place that died
+  // would hold up for ever: nothing else watches until the failure detector starts)
   obs::start(*tp, sched->size());
+  watchdog_disarm();
   dist_start(*tp, cfg.heartbeat_timeout_s, cfg.message_piece);
   gpu_start(*acc, first_gpu);
 
@@ -217,10 +219,14 @@ int run(const config& cfg, function_ref<void()> main) {
   }
   dist_stop();
   // From here the failure detector is off: the watchdog stops this place if another one dies before the final
-  // barrier (the deadline is left out while a trace is gathered: that may take long).
+  // barrier, or if the final barrier does not come within the deadline: APGAS_CONNECT_TIMEOUT, ten times that while
+  // a trace is gathered (that may take long; without a deadline a place that froze, or died on another host, left
+  // the others waiting for ever).
   if (tp->size() > 1) {
-    shutdown_watchdog_arm(obs::on(obs::cat_all) ? 0 : cfg.connect_timeout_s,
-                          cfg.heartbeat_timeout_s > 0 ? cfg.heartbeat_timeout_s : -1);
+    shutdown_watchdog_arm(obs::on(obs::cat_all) ? 10 * cfg.connect_timeout_s : cfg.connect_timeout_s,
+                          cfg.heartbeat_timeout_s > 0 ? cfg.heartbeat_timeout_s : -1,
+                          obs::on(obs::cat_all) ? "10 x APGAS_CONNECT_TIMEOUT, a trace being gathered"
+                                                : "APGAS_CONNECT_TIMEOUT");
   }
   gpu_stop();
   sched.reset();  // stop and join the workers

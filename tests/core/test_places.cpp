@@ -264,6 +264,57 @@ TEST(Places, ADeadRemoteArrayIsAnExceptionNotACorruption) {
   });
 }
 
+// A stale copy of a freed remote_array, once another array was made at the same address: every copy and the free
+// through it are refused (the address alone named the new array, which the stale handle then overwrote or freed), and
+// the new array is untouched. Arrays of 2 MiB (mapped whole) are made until one lands at the freed address (the
+// kernel maps the next one where the last was unmapped).
+TEST(Places, AStaleRemoteArrayIsRefusedAfterAnotherIsMadeAtItsAddress) {
+  bool reused = false;
+  run_on(2, [&] {
+    constexpr std::size_t n = std::size_t{1} << 18;
+    auto old = apgas::make_remote_array<double>(apgas::here(), n, 1.5);
+    const auto stale = old;
+    apgas::free_remote_array(old);
+    std::vector<apgas::remote_array<double>> made;
+    for (int i = 0; i < 16 && !reused; ++i) {
+      made.push_back(apgas::make_remote_array<double>(apgas::here(), n, 2.5));
+      reused = made.back().token() == stale.token();
+    }
+    if (reused) {
+      const auto fresh = made.back();
+      EXPECT_NE(fresh.serial(), stale.serial());
+      const std::vector<double> data(32, 9.0);
+      std::vector<double> out(32, 0.0);
+      for (int way = 0; way < 4; ++way) {
+        const std::string what = apgas_test::what_of<apgas::illegal_operation_exception>([&] {
+          if (way == 3) {
+            auto s = stale;
+            apgas::free_remote_array(s);
+            return;
+          }
+          try {
+            apgas::finish([&] {
+              if (way == 0) apgas::async_copy(std::span<const double>(data), stale);
+              if (way == 1) apgas::async_copy(stale, 0, std::span<double>(out));
+              if (way == 2) apgas::async_copy(stale, 0, made.front(), 0, 32);
+            });
+          } catch (const apgas::multiple_exceptions& m) {
+            if (m.size() == 1) std::rethrow_exception(m.exceptions()[0]);
+            throw;
+          }
+        });
+        EXPECT_NE(what.find(way == 3 ? "another array made at its address since" : "made after the remote_array's own"),
+                  std::string::npos)
+            << "way " << way << ": " << what;
+      }
+      EXPECT_EQ(std::vector<double>(fresh.data(), fresh.data() + 32), std::vector<double>(32, 2.5));
+      EXPECT_EQ(out, std::vector<double>(32, 0.0));
+    }
+    for (auto& a : made) apgas::free_remote_array(a);
+  });
+  if (!reused) GTEST_SKIP() << "no new array was made at the freed one's address";
+}
+
 // A host place's remote arrays: zero-filled and 64-byte aligned; from 2 MiB on, mapped on whole (huge) pages at a 2 MiB
 // boundary. Every size copies in and out, frees once, and the registry refuses the second free; an over-aligned element
 // type gets its alignment.
@@ -287,7 +338,7 @@ TEST(Places, AnElementThatThrowsLeavesNoArray) {
     fragile::made = 0;
     EXPECT_THROW((void)apgas::make_remote_array<fragile>(apgas::here(), std::size_t{1} << 20), std::runtime_error);
     ASSERT_EQ(fragile::made, 1000);
-    EXPECT_THROW(apgas::detail::check_live_array("test", fragile::first, sizeof(fragile)),
+    EXPECT_THROW(apgas::detail::check_live_array("test", fragile::first, sizeof(fragile), 0),
                  apgas::illegal_operation_exception);
   });
 }
@@ -358,12 +409,12 @@ TEST(Places, FilledAndGeneratedRemoteArraysAreWrittenInPlaceAtHome) {
     EXPECT_THROW(apgas::make_remote_array<int>(apgas::here(), 5000,
                                                [&](std::span<int> out) {
                                                  lost = reinterpret_cast<std::uintptr_t>(out.data());
-                                                 apgas::detail::check_live_array("test", lost, 4);  // the array itself
+                                                 apgas::detail::check_live_array("test", lost, 4, 0);  // the array itself
                                                  throw std::runtime_error("fill failed");
                                                }),
                  std::runtime_error);
     ASSERT_NE(lost, 0u);
-    EXPECT_THROW(apgas::detail::check_live_array("test", lost, 1), apgas::illegal_operation_exception);
+    EXPECT_THROW(apgas::detail::check_live_array("test", lost, 1, 0), apgas::illegal_operation_exception);
     // A generic lambda is a generator (it compiled as one before the fill form existed).
     auto generic =
         apgas::make_remote_array<float>(apgas::here(), 3, [](auto i) { return static_cast<float>(i) * 2.0f; });

@@ -640,6 +640,50 @@ TEST_F(FakeGpu, StickyErrorKillsThatGpuPlaceOnly) {
 
 // ---- errors that do not kill the place ------------------------------------------------------------------------------
 
+// A stale copy of a freed GPU array, once another array was made at the same device address: copies and the free
+// through it are refused by the GPU's host (the address alone named the new array), and the new array is untouched.
+// The stale handle is the live array's address with another serial, which is what a handle of the freed array is
+// (the host places' tests wait for a real reuse: Places.AStaleRemoteArrayIsRefused..., Remote.AStaleArray...).
+TEST_F(FakeGpu, AStaleGpuArrayIsRefusedAfterAnotherIsMadeAtItsAddress) {
+  run_gpu(gpu_config(), [] {
+    const place g(1);
+    constexpr std::size_t n = 4096;
+    auto fresh = apgas::make_remote_array<std::uint8_t>(g, n);
+    auto other = apgas::make_remote_array<std::uint8_t>(place(2), n);
+    ASSERT_NE(fresh.serial(), 0u);
+    const auto stale = apgas::remote_array<std::uint8_t>::from_token(g.id(), fresh.token(), n, fresh.serial() + 1);
+    const std::vector<std::uint8_t> data(64, 1);
+    std::vector<std::uint8_t> out(64, 5);
+    const apgas::pinned_vector<std::uint8_t> pdata(64, 1);
+    for (int way = 0; way < 5; ++way) {
+      try {
+        apgas::finish([&] {
+          if (way == 0) apgas::async_copy(std::span<const std::uint8_t>(data), stale);
+          if (way == 1) apgas::async_copy(stale, 0, std::span<std::uint8_t>(out));
+          if (way == 2) apgas::async_copy(stale, 0, other, 0, 64);
+          if (way == 3) apgas::async_copy(other, 0, stale, 0, 64);
+          if (way == 4) {
+            auto q = apgas::in_order(g);
+            q.async_copy(std::span<const std::uint8_t>(pdata), stale);
+          }
+        });
+        ADD_FAILURE() << "copy " << way << " through a stale GPU array was accepted";
+      } catch (const apgas::multiple_exceptions& m) {
+        const auto errs = m.of_type<apgas::illegal_operation_exception>();
+        ASSERT_EQ(errs.size(), 1u) << way;
+        EXPECT_TRUE(contains(errs[0]->what(), "of GPU place 1 belong to an array made after")) << errs[0]->what();
+      }
+    }
+    auto s = stale;
+    EXPECT_TRUE(contains(what_of<apgas::illegal_operation_exception>([&] { apgas::free_remote_array(s); }),
+                         "another array made at its address since"));
+    EXPECT_EQ(fake().read<std::uint8_t>(device_of(g), fresh.token(), 64), std::vector<std::uint8_t>(64, 0));
+    EXPECT_EQ(out, std::vector<std::uint8_t>(64, 5));
+    apgas::free_remote_array(fresh);  // (still live: the stale free freed nothing)
+    apgas::free_remote_array(other);
+  });
+}
+
 TEST_F(FakeGpu, NonStickyFailuresAreCudaErrorsAndThePlaceStaysUsable) {
   run_gpu(gpu_config(), [] {
     const place g(2);

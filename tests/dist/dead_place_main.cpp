@@ -6,6 +6,11 @@
 // so only the heartbeats can tell (the child kills it 8 s later, so that the launcher ends).
 // With "shutdown" nobody dies in the main activity: the test's transport shim (die_at_barrier) kills the victim on its
 // way into the final barrier, where the failure detector no longer runs (the shut-down watchdog must see it).
+// With "busy" nobody dies: the last place's one worker computes for twice the heartbeat timeout without polling while
+// place 0 sends it thousands of activities, and every place must end normally (on ofi the sends to the busy place
+// held up everything place 0 sent after them, heartbeats to the idle place included, which was then declared dead).
+// With "exit" the victim calls std::exit(7) in an activity: it must end with 7 (closing its transport under its
+// running workers crashed it), the others with 3 naming it.
 // Each line the victim prints carries the time (CLOCK_REALTIME), so that the detection time can be measured.
 #include <apgas/apgas.hpp>
 
@@ -14,10 +19,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 namespace {
 double now_s() {
@@ -30,6 +37,7 @@ double now_s() {
 int main(int argc, char** argv) {
   const bool early = argc > 1 && std::strcmp(argv[1], "early") == 0;
   static bool stop = argc > 1 && std::strcmp(argv[1], "stop") == 0;
+  static bool exits = argc > 1 && std::strcmp(argv[1], "exit") == 0;
   if (argc > 1 && std::strcmp(argv[1], "shutdown") == 0) {
     const int rc = apgas::run(argc, argv, [] {
       apgas::finish([] {
@@ -38,6 +46,22 @@ int main(int argc, char** argv) {
     });
     std::printf("apgas::run returned %d: the dead place was not noticed\n", rc);
     return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "busy") == 0) {
+    const int rc = apgas::run(argc, argv, [] {
+      const apgas::place busy(apgas::num_hosts() - 1);
+      apgas::finish([busy] {
+        apgas::async_at(busy, [] {
+          const char* t = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
+          const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2 * (t != nullptr ? std::atoi(t) : 5));
+          for (volatile long x = 0; std::chrono::steady_clock::now() < end;) x = x + 1;  // never polls
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        for (int i = 0; i < 5000; ++i) apgas::async_at(busy, [] {});
+      });
+    });
+    std::printf("busy: the run ended with %d\n", rc);
+    return rc;
   }
   if (early) {
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -77,6 +101,7 @@ int main(int argc, char** argv) {
         }
         std::fprintf(stderr, "dead_place_main: place %d dies at %.6f\n", apgas::here().id(), now_s());
         std::fflush(stderr);
+        if (exits) std::exit(7);
         ::kill(::getpid(), SIGKILL);
       });
     });

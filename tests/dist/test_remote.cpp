@@ -852,6 +852,50 @@ TEST(Remote, CopiesIntoAFreedOrForgedArrayOfThisPlaceAreRejectedWithoutAWrite) {
   });
 }
 
+// A stale copy of a freed array of another place, once that place made another array at the same address: copies
+// both ways through the bulk path are refused there, and the new array is untouched.
+TEST(Remote, AStaleArrayOfAnotherPlaceIsRefusedAfterAnotherIsMadeAtItsAddress) {
+  run_everywhere([] {
+    const apgas::place p(1);
+    constexpr std::size_t n = std::size_t{1} << 19;  // 2 MiB: mapped whole, the next one where it was unmapped
+    auto old = apgas::make_remote_array<int>(p, n, 3);
+    const auto stale = old;
+    apgas::free_remote_array(old);
+    std::vector<apgas::remote_array<int>> made;
+    bool reused = false;
+    for (int i = 0; i < 16 && !reused; ++i) {
+      made.push_back(apgas::make_remote_array<int>(p, n, 4));
+      reused = made.back().token() == stale.token();
+    }
+    if (reused) {
+      const std::vector<int> data(64, 1);
+      std::vector<int> out(64, 5);
+      for (int way = 0; way < 2; ++way) {
+        try {
+          apgas::finish([&] {
+            if (way == 0) apgas::async_copy(std::span<const int>(data), stale);
+            if (way == 1) apgas::async_copy(stale, 0, std::span<int>(out));
+          });
+          ADD_FAILURE() << "copy " << way << " through a stale array was accepted";
+        } catch (const apgas::multiple_exceptions& m) {
+          const auto errs = m.of_type<apgas::illegal_operation_exception>();
+          ASSERT_EQ(errs.size(), 1u);
+          EXPECT_NE(std::string(errs[0]->what()).find("made after the remote_array's own was freed"),
+                    std::string::npos)
+              << errs[0]->what();
+        }
+      }
+      std::vector<int> fresh(64, 0);
+      apgas::finish([&] { apgas::async_copy(made.back(), 0, std::span<int>(fresh)); });
+      EXPECT_EQ(fresh, std::vector<int>(64, 4));
+      EXPECT_EQ(out, std::vector<int>(64, 5));
+    } else {
+      std::printf("(place 1 made no new array at the freed one's address: nothing to check)\n");
+    }
+    for (auto& a : made) apgas::free_remote_array(a);
+  });
+}
+
 // ---- the (de)serialization-failure scenarios ----
 // A value whose serialization or deserialization throws at one chosen place. 16 scenarios:
 //   operation (at, async_at) x carrier (the outbound argument; the way back: at's result, or an async_at back to

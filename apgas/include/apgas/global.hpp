@@ -43,20 +43,22 @@ void place_local_check(std::span<const place> ps, const char* what);
 std::uint64_t place_local_new_id();
 /// A new remote array of this place: `bytes` zero bytes aligned to `align` (at least 64; 2 MiB aligned and on
 /// transparent huge pages from 2 MiB on), registered so that every copy into or out of it (a memcpy here or a bulk
-/// transfer from another place) and its free are checked (arrays.cpp).
-void* array_new(std::size_t bytes, std::size_t align);
-/// Unregisters and frees the array that starts at addr; illegal_operation_exception naming the array and this place
-/// if there is none (freed twice, e.g. through a copy of the remote_array, or never made by make_remote_array).
-void array_delete(std::uintptr_t addr);
-/// Bytes [addr, addr + bytes) lie inside one live array of this place; illegal_operation_exception naming the range
-/// and this place if not (the array was freed, or the token forged).
-void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes);
+/// transfer from another place) and its free are checked (arrays.cpp, array_registry.hpp).
+array_token array_new(std::size_t bytes, std::size_t align);
+/// Unregisters and frees the array that starts at addr, made with `serial` (0: any); illegal_operation_exception
+/// naming the array and this place if there is none (freed twice, e.g. through a copy of the remote_array, or never
+/// made by make_remote_array).
+void array_delete(std::uintptr_t addr, std::uint32_t serial);
+/// Bytes [addr, addr + bytes) lie inside one live array of this place, the one made with `serial` unless that is 0;
+/// illegal_operation_exception naming the range and this place if not (the array was freed, or the token forged).
+void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes, std::uint32_t serial);
 /// The caller may start a copy: an activity, not inside atomic/when or a kernel body (illegal_operation_exception),
 /// wherever the arrays live (a copy between arrays of this host is a memmove, but still counted work).
 void check_copy_caller(const char* what);
-/// Bulk copies to/from another host place, counted by the caller's innermost finish (dist_copy.cpp).
-void put_bytes(place p, std::uintptr_t to, std::span<const std::byte> data);
-void get_bytes(place p, std::uintptr_t from, std::span<std::byte> into);
+/// Bulk copies to/from an array (made with `serial`) of another host place, counted by the caller's innermost
+/// finish (dist_copy.cpp).
+void put_bytes(place p, std::uintptr_t to, std::uint32_t serial, std::span<const std::byte> data);
+void get_bytes(place p, std::uintptr_t from, std::uint32_t serial, std::span<std::byte> into);
 template <class T>
 std::size_t array_bytes(std::size_t n) {
   if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) {
@@ -66,17 +68,17 @@ std::size_t array_bytes(std::size_t n) {
   return n * sizeof(T);
 }
 template <class T>
-std::uintptr_t new_array(std::size_t n) {
-  T* a = static_cast<T*>(array_new(array_bytes<T>(n), alignof(T)));
+array_token new_array(std::size_t n) {
+  const array_token t = array_new(array_bytes<T>(n), alignof(T));
   if constexpr (!std::is_trivially_default_constructible_v<T>) {
     try {
-      std::uninitialized_value_construct_n(a, n);  // (destroys what it made when a constructor throws)
+      std::uninitialized_value_construct_n(reinterpret_cast<T*>(t.addr), n);  // (destroys what it made on a throw)
     } catch (...) {
-      array_delete(reinterpret_cast<std::uintptr_t>(a));  // nothing kept: the caller never had the array
+      array_delete(t.addr, t.serial);  // nothing kept: the caller never had the array
       throw;
     }
   }
-  return reinterpret_cast<std::uintptr_t>(a);
+  return t;
 }
 }  // namespace detail
 
@@ -190,9 +192,14 @@ class remote_array {
   APGAS_DETAIL_HD T& operator[](std::size_t i) const { return data()[i]; }
   /// The address token (meaningful only at home).
   std::uintptr_t token() const noexcept { return addr_; }
-  static remote_array from_token(int home, std::uintptr_t addr, std::size_t n) noexcept {
+  /// The array's serial at its home: every copy, check and free through this handle is refused once its array was
+  /// freed, even where another array was made at the same address since (the address alone named that one). 0 for a
+  /// handle made by from_token without a serial: checked by address range only.
+  std::uint32_t serial() const noexcept { return serial_; }
+  static remote_array from_token(int home, std::uintptr_t addr, std::size_t n, std::uint32_t serial = 0) noexcept {
     remote_array a;
     a.home_ = home;
+    a.serial_ = serial;
     a.addr_ = addr;
     a.n_ = n;
     return a;
@@ -200,6 +207,7 @@ class remote_array {
 
  private:
   int home_ = -1;
+  std::uint32_t serial_ = 0;  // (in what was padding: the handle stays 24 bytes)
   std::uintptr_t addr_ = 0;
   std::size_t n_ = 0;
 };
@@ -240,7 +248,7 @@ inline void check_home(const char* what, place p) {
 }
 /// n zero-filled elements at p: host memory at a host place, device memory at a GPU place (allocated by its host).
 template <class T>
-std::uintptr_t alloc_array(place p, std::size_t n) {
+array_token alloc_array(place p, std::size_t n) {
   (void)place_of(p.id());
   if (p.is_cuda()) {
     const int gpu = p.id();
@@ -255,7 +263,8 @@ std::uintptr_t alloc_array(place p, std::size_t n) {
 /// default-constructible is value-initialised instead (its default member initialisers apply).
 template <class T>
 remote_array<T> make_remote_array(place p, std::size_t n) {
-  return remote_array<T>::from_token(p.id(), detail::alloc_array<T>(p, n), n);
+  const detail::array_token t = detail::alloc_array<T>(p, n);
+  return remote_array<T>::from_token(p.id(), t.addr, n, t.serial);
 }
 
 /// n copies of value at p.
@@ -268,16 +277,16 @@ remote_array<T> make_remote_array(place p, std::size_t n, const T& value) {
     finish([&] { async_copy(std::span<const T>(v), a); });
     return a;
   }
-  const std::uintptr_t a = at(
+  const detail::array_token a = at(
       p,
       [n](T v) {
-        const std::uintptr_t a = detail::new_array<T>(n);
-        T* d = reinterpret_cast<T*>(a);
+        const detail::array_token a = detail::new_array<T>(n);
+        T* d = reinterpret_cast<T*>(a.addr);
         for (std::size_t i = 0; i < n; ++i) d[i] = v;
         return a;
       },
       value);
-  return remote_array<T>::from_token(p.id(), a, n);
+  return remote_array<T>::from_token(p.id(), a.addr, n, a.serial);
 }
 
 /// A clone of init at p.
@@ -290,15 +299,15 @@ remote_array<T> make_remote_array(place p, std::span<const T> init) {
     finish([&] { async_copy(init, a); });
     return a;
   }
-  const std::uintptr_t a = at(
+  const detail::array_token a = at(
       p,
       [n](span_view<T> v) {
-        const std::uintptr_t a = detail::new_array<T>(n);
-        if (n != 0) std::memcpy(reinterpret_cast<T*>(a), v.data.data(), n * sizeof(T));
+        const detail::array_token a = detail::new_array<T>(n);
+        if (n != 0) std::memcpy(reinterpret_cast<T*>(a.addr), v.data.data(), n * sizeof(T));
         return a;
       },
       span_view<T>{init});
-  return remote_array<T>::from_token(p.id(), a, n);
+  return remote_array<T>::from_token(p.id(), a.addr, n, a.serial);
 }
 
 /// n elements at p, written at the caller by fill(std::span<T>) over n value-initialised elements: straight into the
@@ -336,20 +345,20 @@ remote_array<T> make_remote_array(place p, std::size_t n, Gen gen) {
 }
 
 /// Free the array at its home; a becomes empty. The array must not be in use (no kernel or copy in flight). Freeing
-/// it again (through a copy of the remote_array) is an illegal_operation_exception naming the array and its home —
-/// until a new array is made at the same address: arrays are known by address, so a stale copy then names the new
-/// array (freeing or copying through it acts on that one). Drop copies of a freed array.
+/// it again, or copying through a copy of the remote_array kept from before, is an illegal_operation_exception
+/// naming the array and its home, also once a new array was made at the same address (remote_array::serial).
 template <class T>
 void free_remote_array(remote_array<T>& a) {
   if (a.token() == 0) return;
   const std::uintptr_t addr = a.token();
+  const std::uint32_t serial = a.serial();
   const place home = a.home();
   if (home.is_cuda()) {
     const int gpu = home.id();
-    at(home.parent(), [gpu, addr] { detail::gpu_free(place(gpu), addr); });
+    at(home.parent(), [gpu, addr, serial] { detail::gpu_free(place(gpu), addr, serial); });
   } else {
-    at(home, [addr] {
-      detail::array_delete(addr);  // (T is trivially copyable: nothing to destroy)
+    at(home, [addr, serial] {
+      detail::array_delete(addr, serial);  // (T is trivially copyable: nothing to destroy)
     });
   }
   a = remote_array<T>();
@@ -374,7 +383,7 @@ void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off
   const std::uintptr_t to = dst.token() + dst_off * sizeof(T);
   if (home.is_cuda()) {
     if (detail::is_here(home.parent())) {
-      detail::gpu_put(home, to, src.data(), src.size_bytes());
+      detail::gpu_put(home, to, dst.serial(), src.data(), src.size_bytes());
       return;
     }
     const std::size_t piece = std::max<std::size_t>(1, detail::routed_copy_bytes / sizeof(T));
@@ -388,11 +397,11 @@ void async_copy(std::span<const T> src, remote_array<T> dst, std::size_t dst_off
     return;
   }
   if (home == here()) {
-    detail::check_live_array("apgas::async_copy", to, src.size_bytes());
+    detail::check_live_array("apgas::async_copy", to, src.size_bytes(), dst.serial());
     std::memmove(reinterpret_cast<T*>(to), src.data(), src.size_bytes());  // (from the same array: may overlap)
     return;
   }
-  detail::put_bytes(home, to, std::as_bytes(src));
+  detail::put_bytes(home, to, dst.serial(), std::as_bytes(src));
 }
 
 /// Copy src[src_off .. src_off + dst.size()) into dst, a span at the calling place; counted by the enclosing
@@ -407,7 +416,7 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
   const std::uintptr_t from = src.token() + src_off * sizeof(T);
   if (home.is_cuda()) {
     if (detail::is_here(home.parent())) {
-      detail::gpu_get(home, dst.data(), from, dst.size_bytes());
+      detail::gpu_get(home, dst.data(), from, src.serial(), dst.size_bytes());
       return;
     }
     const std::size_t piece = std::max<std::size_t>(1, detail::routed_copy_bytes / sizeof(T));
@@ -427,11 +436,11 @@ void async_copy(remote_array<T> src, std::size_t src_off, std::span<T> dst) {
     return;
   }
   if (home == here()) {
-    detail::check_live_array("apgas::async_copy", from, dst.size_bytes());
+    detail::check_live_array("apgas::async_copy", from, dst.size_bytes(), src.serial());
     std::memmove(dst.data(), reinterpret_cast<const T*>(from), dst.size_bytes());
     return;
   }
-  detail::get_bytes(home, from, std::as_writable_bytes(dst));
+  detail::get_bytes(home, from, src.serial(), std::as_writable_bytes(dst));
 }
 
 /// Copy n elements between two arrays (any places); counted by the enclosing finish. Runs at src's host: GPU to
@@ -456,15 +465,16 @@ void async_copy(remote_array<T> src, std::size_t src_off, remote_array<T> dst, s
   }
   const std::uintptr_t from = src.token() + src_off * sizeof(T);
   if (!src_home.is_cuda()) {
-    detail::check_live_array("apgas::async_copy", from, n * sizeof(T));
+    detail::check_live_array("apgas::async_copy", from, n * sizeof(T), src.serial());
     async_copy(std::span<const T>(reinterpret_cast<const T*>(from), n), dst, dst_off);
     return;
   }
   const std::uintptr_t to = dst.token() + dst_off * sizeof(T);
   if (dst_home.is_cuda() && detail::is_here(dst_home.parent())) {
-    detail::gpu_copy(src_home, from, dst_home, to, n * sizeof(T));
+    detail::gpu_copy(src_home, from, src.serial(), dst_home, to, dst.serial(), n * sizeof(T));
   } else if (dst_home == here()) {
-    detail::gpu_get(src_home, reinterpret_cast<T*>(to), from, n * sizeof(T));
+    detail::check_live_array("apgas::async_copy", to, n * sizeof(T), dst.serial());  // (the GPU writes there)
+    detail::gpu_get(src_home, reinterpret_cast<T*>(to), from, src.serial(), n * sizeof(T));
   } else {
     async([src, src_off, dst, dst_off, n] {  // GPU here -> another host: through host memory here
       std::vector<T> tmp(n);

@@ -107,8 +107,10 @@ class in_order_queue {
     if (on_stream(dst.home()) && detail::is_pinned(src.data(), src.size_bytes())) {
       const place p = place_;
       const std::uintptr_t to = dst.token() + dst_off * sizeof(T);
-      detail::enqueue(state_, detail::make_queue_op(false, [p, to, src](int gpu_queue, detail::finish_token& token) {
-        detail::gpu_queue_put(p, gpu_queue, to, src.data(), src.size_bytes(), token);
+      const std::uint32_t serial = dst.serial();
+      detail::enqueue(state_, detail::make_queue_op(false, [p, to, serial, src](int gpu_queue,
+                                                                              detail::finish_token& token) {
+        detail::gpu_queue_put(p, gpu_queue, to, serial, src.data(), src.size_bytes(), token);
       }));
       return;
     }
@@ -120,8 +122,10 @@ class in_order_queue {
     if (on_stream(src.home()) && detail::is_pinned(dst.data(), dst.size_bytes())) {
       const place p = place_;
       const std::uintptr_t from = src.token() + src_off * sizeof(T);
-      detail::enqueue(state_, detail::make_queue_op(false, [p, from, dst](int gpu_queue, detail::finish_token& token) {
-        detail::gpu_queue_get(p, gpu_queue, dst.data(), from, dst.size_bytes(), token);
+      const std::uint32_t serial = src.serial();
+      detail::enqueue(state_, detail::make_queue_op(false, [p, from, serial, dst](int gpu_queue,
+                                                                                detail::finish_token& token) {
+        detail::gpu_queue_get(p, gpu_queue, dst.data(), from, serial, dst.size_bytes(), token);
       }));
       return;
     }
@@ -139,8 +143,9 @@ class in_order_queue {
       const std::uintptr_t from = src.token() + src_off * sizeof(T);
       const std::uintptr_t to = dst.token() + dst_off * sizeof(T);
       const std::size_t bytes = n * sizeof(T);
+      const std::uint32_t src_serial = src.serial(), dst_serial = dst.serial();
       detail::enqueue(state_, detail::make_queue_op(false, [=](int gpu_queue, detail::finish_token& token) {
-        detail::gpu_queue_copy(p, gpu_queue, s, from, d, to, bytes, token);
+        detail::gpu_queue_copy(p, gpu_queue, s, from, src_serial, d, to, dst_serial, bytes, token);
       }));
       return;
     }

@@ -134,6 +134,7 @@ class ofi_transport final : public transport {
                             MPI_BYTE, comm_),
               "MPI_Allgather");
     addrs_.resize(static_cast<std::size_t>(size_));
+    pending_.resize(static_cast<std::size_t>(size_));
     const int n = fi_av_insert(av_, names.data(), static_cast<std::size_t>(size_), addrs_.data(), 0, nullptr);
     if (n != size_) throw transport_error("apgas transport ofi: fi_av_insert inserted " + std::to_string(n) + " of " +
                                           std::to_string(size_) + " peer addresses");
@@ -310,24 +311,32 @@ class ofi_transport final : public transport {
     }
   }
 
+  // Starts the queued sends, each destination's in order. A destination that answers -FI_EAGAIN (its receive queue
+  // full: a place that does not poll) keeps the rest of its queue for the next poll, and the other destinations go
+  // on: with one queue for all, everything sent after it waited behind it, heartbeats to idle places included, and
+  // a busy place made the others declare healthy places dead.
   bool flush_locked() {
-    if (!has_out_.load(std::memory_order_acquire) && pending_.empty()) return false;
+    if (!has_out_.load(std::memory_order_acquire) && npending_ == 0) return false;
     {
       std::lock_guard lock(out_mutex_);
-      for (auto& e : outbox_) pending_.push_back(e);
+      for (auto& [dst, o] : outbox_) pending_[static_cast<std::size_t>(dst)].push_back(o);
+      npending_ += outbox_.size();
       outbox_.clear();
       has_out_.store(false, std::memory_order_relaxed);
     }
     bool any = false;
-    while (!pending_.empty()) {
-      auto [dst, o] = pending_.front();
-      const ssize_t rc = fi_send(ep_, o->buf.data(), o->buf.size(), nullptr, addrs_[static_cast<std::size_t>(dst)],
-                                 &o->ctx);
-      if (rc == -FI_EAGAIN) break;  // retried at the next poll, after completions freed resources
-      if (rc != 0) fail("fi_send", static_cast<int>(rc));
-      sends_in_flight_.insert(o);
-      pending_.pop_front();
-      any = true;
+    for (std::size_t dst = 0; dst < pending_.size() && npending_ != 0; ++dst) {
+      std::deque<op*>& q = pending_[dst];
+      while (!q.empty()) {
+        op* o = q.front();
+        const ssize_t rc = fi_send(ep_, o->buf.data(), o->buf.size(), nullptr, addrs_[dst], &o->ctx);
+        if (rc == -FI_EAGAIN) break;  // retried at the next poll, after completions freed resources
+        if (rc != 0) fail("fi_send", static_cast<int>(rc));
+        sends_in_flight_.insert(o);
+        q.pop_front();
+        --npending_;
+        any = true;
+      }
     }
     return any;
   }
@@ -437,7 +446,7 @@ class ofi_transport final : public transport {
           std::lock_guard out(out_mutex_);
           empty = outbox_.empty();
         }
-        if (empty && pending_.empty() && sends_in_flight_.empty()) return;
+        if (empty && npending_ == 0 && sends_in_flight_.empty()) return;
       }
     }
   }
@@ -457,7 +466,8 @@ class ofi_transport final : public transport {
 
   std::mutex lock_;  // every libfabric call, and the tables below
   std::vector<std::unique_ptr<op>> recvs_;
-  std::deque<std::pair<int, op*>> pending_;
+  std::vector<std::deque<op*>> pending_;  // by destination, each in order (flush_locked)
+  std::size_t npending_ = 0;              // in all of pending_
   std::vector<std::pair<int, aligned_buffer>> held_arrived_;  // (under lock_) completed in a barrier: for the next poll
   std::vector<std::pair<done_fn, void*>> held_landed_;
   std::set<op*> sends_in_flight_;

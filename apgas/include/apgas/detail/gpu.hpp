@@ -29,6 +29,12 @@ struct grid;
 
 namespace apgas::detail {
 
+/// A new remote array's address and serial (an array is known by both: see remote_array::serial).
+struct array_token {
+  std::uintptr_t addr = 0;
+  std::uint32_t serial = 0;
+};
+
 /// Host bytes copied into a device buffer made for one launch (before the kernel starts), freed when it has ended.
 struct gpu_upload {
   const void* data = nullptr;
@@ -75,16 +81,20 @@ struct gpu_kernel_request {
 /// function's limits: nothing was started, the place stays usable), dead_place_exception, cuda_error.
 void gpu_launch(place p, gpu_kernel_request& r);
 
-/// `bytes` of zero-filled device memory at GPU place p.
-std::uintptr_t gpu_alloc(place p, std::size_t bytes);
-void gpu_free(place p, std::uintptr_t address);
+/// `bytes` of zero-filled device memory at GPU place p: its address and serial, registered by this host (gpu.cpp)
+/// as a host place's arrays are (array_registry.hpp).
+array_token gpu_alloc(place p, std::size_t bytes);
+/// Frees the array at `address` made with `serial` (0: any); illegal_operation_exception if there is none.
+void gpu_free(place p, std::uintptr_t address, std::uint32_t serial);
 /// Host memory -> GPU p, counted by the caller's innermost finish; the data has landed when that finish ends.
 /// Pageable memory goes through the DMA-slice spooler, pinned memory (pinned_allocator) straight to the DMA engine.
-void gpu_put(place p, std::uintptr_t dst, const void* src, std::size_t bytes);
+/// Every copy's device range must lie in a live array of its GPU, the one made with the serial given (unless 0).
+void gpu_put(place p, std::uintptr_t dst, std::uint32_t dst_serial, const void* src, std::size_t bytes);
 /// GPU p -> host memory, counted likewise.
-void gpu_get(place p, void* dst, std::uintptr_t src, std::size_t bytes);
+void gpu_get(place p, void* dst, std::uintptr_t src, std::uint32_t src_serial, std::size_t bytes);
 /// GPU -> GPU of this host (peer copy, or staged by the driver), counted likewise.
-void gpu_copy(place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst, std::size_t bytes);
+void gpu_copy(place src_place, std::uintptr_t src, std::uint32_t src_serial, place dst_place, std::uintptr_t dst,
+              std::uint32_t dst_serial, std::size_t bytes);
 
 /// In-order queues on a GPU of this host (apgas/queue.hpp): a stream of the GPU's own. Everything issued to a queue
 /// runs in issue order on it, without a host round trip in between.
@@ -93,10 +103,13 @@ void gpu_release_queue(place p, int queue) noexcept;
 /// A copy in the order of queue `queue` of GPU place p. The host side must be page-locked (is_pinned); for a copy
 /// between GPUs of this host, p is one of them. `token` is taken once the copy is enqueued and ended when the data
 /// has landed (left in place when the call throws).
-void gpu_queue_put(place p, int queue, std::uintptr_t dst, const void* src, std::size_t bytes, finish_token& token);
-void gpu_queue_get(place p, int queue, void* dst, std::uintptr_t src, std::size_t bytes, finish_token& token);
-void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, place dst_place, std::uintptr_t dst,
-                    std::size_t bytes, finish_token& token);
+void gpu_queue_put(place p, int queue, std::uintptr_t dst, std::uint32_t dst_serial, const void* src,
+                   std::size_t bytes, finish_token& token);
+void gpu_queue_get(place p, int queue, void* dst, std::uintptr_t src, std::uint32_t src_serial, std::size_t bytes,
+                   finish_token& token);
+void gpu_queue_copy(place p, int queue, place src_place, std::uintptr_t src, std::uint32_t src_serial,
+                    place dst_place, std::uintptr_t dst, std::uint32_t dst_serial, std::size_t bytes,
+                    finish_token& token);
 /// Park the calling activity until everything issued to the queue so far has ended.
 void gpu_queue_drain(place p, int queue);
 
