@@ -105,6 +105,28 @@ bool build_tree(transport::transport& tp, accelerator* acc, place_tree& t) {
   return true;
 }
 
+// The run's first exchange: whether every place's configuration is valid (if not, every place stops: false, the
+// invalid place having said why), and place 0's failure-detector timeout, which every place takes (with a value of
+// its own each, a place sending heartbeats every fifth of 30 s was declared dead by one waiting 2 s for them, and one
+// with the detector off never noticed the others had stopped).
+bool agree_on_settings(transport::transport& tp, bool valid, int& heartbeat_s) {
+  struct settings {
+    std::int32_t valid, heartbeat_s;
+  };
+  const settings mine{valid ? 1 : 0, heartbeat_s};
+  const std::vector<std::byte> bytes = tp.allgather(std::as_bytes(std::span(&mine, 1)));
+  std::vector<settings> all(static_cast<std::size_t>(tp.size()));
+  std::memcpy(all.data(), bytes.data(), bytes.size());
+  for (int p = 0; p < tp.size(); ++p) {
+    if (all[static_cast<std::size_t>(p)].valid != 0 || !valid) continue;
+    std::fprintf(stderr, "apgas: start-up stopped at place %d: the configuration of place %d is invalid (it says why)\n",
+                 tp.rank(), p);
+    return false;
+  }
+  heartbeat_s = all[0].heartbeat_s;
+  return valid;
+}
+
 void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) {
   try {
     std::rethrow_exception(e);
@@ -118,7 +140,11 @@ void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) 
 
 }  // namespace
 
-int run(const config& cfg, function_ref<void()> main) {
+namespace {
+// A run; `valid` false: the configuration was refused (the reason printed), and the run only takes part in its first
+// exchange (agree_on_settings, with the default connect timeout) so that the other places stop at once too instead
+// of waiting for this one until their deadline; then 2.
+int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   bool expected = false;  // (first: a nested run is misuse whatever its configuration)
   if (!g_running.compare_exchange_strong(expected, true)) {
     throw illegal_operation_exception("apgas::run: a run is already in progress (runs may not nest or overlap)");
@@ -126,20 +152,15 @@ int run(const config& cfg, function_ref<void()> main) {
   struct running_flag {
     ~running_flag() { g_running.store(false); }
   } flag;
-  try {
-    cfg.validate();
-  } catch (const config_error& e) {
-    std::fprintf(stderr, "apgas: %s\n", e.what());
-    return 2;
-  }
+  const int connect_s = valid ? cfg.connect_timeout_s : config{}.connect_timeout_s;
 
   transport::transport* tp = nullptr;
-  startup_watchdog_arm(cfg.connect_timeout_s);
+  startup_watchdog_arm(connect_s);
   struct watchdog_guard {
     ~watchdog_guard() { watchdog_disarm(); }
   } watchdog;
   try {
-    tp = &transport_for_run(cfg.connect_timeout_s);
+    tp = &transport_for_run(connect_s);
   } catch (const config_error& e) {
     std::fprintf(stderr, "apgas: %s\n", e.what());
     return 2;
@@ -147,6 +168,8 @@ int run(const config& cfg, function_ref<void()> main) {
     std::fprintf(stderr, "apgas: start-up failed: %s\n", e.what());
     return 2;
   }
+  int heartbeat_s = cfg.heartbeat_timeout_s;
+  if (!agree_on_settings(*tp, valid, heartbeat_s)) return 2;
   // Every place takes place 0's trace and statistics settings; place 0 stops the run if it cannot write the file.
   if (!obs::prepare(cfg, *tp)) return 2;
   // The GPUs of this host, then the same tree everywhere: every host learns every host's GPUs. A host whose GPU
@@ -173,7 +196,7 @@ int run(const config& cfg, function_ref<void()> main) {
   // would hold up for ever: nothing else watches until the failure detector starts)
   obs::start(*tp, sched->size());
   watchdog_disarm();
-  dist_start(*tp, cfg.heartbeat_timeout_s, cfg.message_piece);
+  dist_start(*tp, heartbeat_s, cfg.message_piece);
   gpu_start(*acc, first_gpu);
 
   // The main activity (place 0): runs `main` inside the implicit finish; its outcome is handed to this
@@ -224,7 +247,7 @@ int run(const config& cfg, function_ref<void()> main) {
   // the others waiting for ever).
   if (tp->size() > 1) {
     shutdown_watchdog_arm(obs::on(obs::cat_all) ? 10 * cfg.connect_timeout_s : cfg.connect_timeout_s,
-                          cfg.heartbeat_timeout_s > 0 ? cfg.heartbeat_timeout_s : -1,
+                          heartbeat_s > 0 ? heartbeat_s : -1,
                           obs::on(obs::cat_all) ? "10 x APGAS_CONNECT_TIMEOUT, a trace being gathered"
                                                 : "APGAS_CONNECT_TIMEOUT");
   }
@@ -251,6 +274,20 @@ int run(const config& cfg, function_ref<void()> main) {
   }
   return 1;
 }
+}  // namespace
+
+int run(const config& cfg, function_ref<void()> main) {
+  if (g_running.load()) {  // (before the configuration is looked at: a nested run is misuse whatever it is)
+    throw illegal_operation_exception("apgas::run: a run is already in progress (runs may not nest or overlap)");
+  }
+  try {
+    cfg.validate();
+  } catch (const config_error& e) {
+    std::fprintf(stderr, "apgas: %s\n", e.what());
+    return run_places(config{}, false, main);
+  }
+  return run_places(cfg, true, main);
+}
 
 int run_from_env(int argc, char** argv, function_ref<void()> main) {
   (void)argc;
@@ -263,7 +300,7 @@ int run_from_env(int argc, char** argv, function_ref<void()> main) {
     cfg = config::from_env();
   } catch (const config_error& e) {
     std::fprintf(stderr, "apgas: %s\n", e.what());
-    return 2;
+    return run_places(config{}, false, main);
   }
   return run(cfg, main);
 }

@@ -11,6 +11,9 @@
 // held up everything place 0 sent after them, heartbeats to the idle place included, which was then declared dead).
 // With "exit" the victim calls std::exit(7) in an activity: it must end with 7 (closing its transport under its
 // running workers crashed it), the others with 3 naming it.
+// With "idle" nobody dies: place 0 waits 5 s, the others are idle (run with a different APGAS_HEARTBEAT_TIMEOUT at
+// one place: place 0's decides for the run, or one place's heartbeats came too rarely for the others).
+// With "invalid" the last place's configuration is invalid (nthreads -5): every place must stop at once with exit 2.
 // Each line the victim prints carries the time (CLOCK_REALTIME), so that the detection time can be measured.
 #include <apgas/apgas.hpp>
 
@@ -61,6 +64,16 @@ int main(int argc, char** argv) {
       });
     });
     std::printf("busy: the run ended with %d\n", rc);
+    return rc;
+  }
+  if (argc > 1 && (std::strcmp(argv[1], "idle") == 0 || std::strcmp(argv[1], "invalid") == 0)) {
+    apgas::config cfg = apgas::config::from_env();
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+    const bool last = rank != nullptr && size != nullptr && std::atoi(rank) == std::atoi(size) - 1;
+    if (std::strcmp(argv[1], "invalid") == 0 && last) cfg.nthreads = -5;
+    const int rc = apgas::run(cfg, [] { std::this_thread::sleep_for(std::chrono::seconds(5)); });
+    std::printf("%s: the run ended with %d\n", argv[1], rc);
     return rc;
   }
   if (early) {
