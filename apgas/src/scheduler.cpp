@@ -120,7 +120,8 @@ fiber_ctx* make_loop_fiber(worker* w) {
 void resume_parked(worker* w, fiber_ctx* target) {
   fiber_ctx* self = w->running;
   self->current = nullptr;
-  switch_to(w, self, target, [](fiber_ctx* from, void*) { this_worker()->idle_fibers.push_back(from); }, nullptr);
+  switch_to(w, self, target, [](fiber_ctx* from, void*) { the_scheduler()->pool_fiber(this_worker(), from); },
+            nullptr);
 }
 
 boost::context::fiber loop_main(fiber_ctx* self) {
@@ -301,12 +302,14 @@ void scheduler::worker_main(worker* w) {
     return;
   }
   run_until_exit(w, first);
-  // Every activity has ended: the pooled loop fibers sit at the top of their loops; let each one end.
+  // Every activity has ended: the pooled loop fibers sit at the top of their loops; let each one end (the spare
+  // pool's too: every fiber went into a pool before the activity that resumed it ended).
   while (!w->idle_fibers.empty()) {
     fiber_ctx* f = w->idle_fibers.back();
     w->idle_fibers.pop_back();
     run_until_exit(w, f);
   }
+  while (fiber_ctx* f = spare_fiber()) run_until_exit(w, f);
   leave_signal_stack();
   t_worker = nullptr;
 }
@@ -347,6 +350,23 @@ work_deque::item scheduler::take_injected() {
   injected_.pop_front();
   injected_count_.fetch_sub(1, std::memory_order_relaxed);
   return it;
+}
+
+void scheduler::pool_fiber(worker* w, fiber_ctx* f) {
+  if (w->idle_fibers.size() < own_idle_fibers) {
+    w->idle_fibers.push_back(f);
+    return;
+  }
+  std::lock_guard lock(spare_mutex_);
+  spare_fibers_.push_back(f);
+}
+
+fiber_ctx* scheduler::spare_fiber() noexcept {
+  std::lock_guard lock(spare_mutex_);
+  if (spare_fibers_.empty()) return nullptr;
+  fiber_ctx* f = spare_fibers_.back();
+  spare_fibers_.pop_back();
+  return f;
 }
 
 work_deque::item scheduler::steal_round(worker* w, std::size_t victims) {
@@ -499,6 +519,7 @@ void park(publish_fn publish, void* arg) {
     next = w->idle_fibers.back();
     w->idle_fibers.pop_back();
   }
+  if (next == nullptr) next = the_scheduler()->spare_fiber();
   if (next == nullptr) {
     // No unwinding from here: the caller is typically a finish waiting for children that reference its frame.
     try {

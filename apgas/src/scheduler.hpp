@@ -108,6 +108,13 @@ class scheduler {
   // used by the worker loop
   work_deque::item find_work(worker* w);
   void stop();
+  /// A loop fiber suspended at the top of its loop, to be reused: into w's own pool, or the shared spare pool when
+  /// w holds own_idle_fibers already (fibers move between workers: one that keeps resuming gains them, one that
+  /// keeps parking makes new ones; kept each to its worker they piled up without bound).
+  void pool_fiber(worker* w, fiber_ctx* f);
+  /// A fiber of the spare pool, or null.
+  fiber_ctx* spare_fiber() noexcept;
+  static constexpr std::size_t own_idle_fibers = 8;
 
  private:
   work_deque::item take_injected();
@@ -142,7 +149,9 @@ class scheduler {
   // grow_mutex_; the destructor closes growth under it, then joins without it: a worker may be waiting in grow).
   alignas(64) std::atomic<std::size_t> started_{0};
   std::mutex grow_mutex_;
-  bool grow_closed_ = false;  // (under grow_mutex_) shutting down, or a thread could not be made: no more workers
+  bool grow_closed_ = false;
+  spin_mutex spare_mutex_;
+  std::vector<fiber_ctx*> spare_fibers_;  // (under spare_mutex_) see pool_fiber  // (under grow_mutex_) shutting down, or a thread could not be made: no more workers
 };
 
 /// The running scheduler, or null outside apgas::run.

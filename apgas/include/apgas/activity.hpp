@@ -226,7 +226,9 @@ void offer(const T& value) {
 /// Number of worker threads of this host place.
 int num_workers() noexcept;
 /// Index (0..num_workers()-1) of the worker running the calling activity. It may change after the activity blocks
-/// (finish, when, clock advance, at): read it again after any of those. -1 outside a worker.
+/// (finish, when, clock advance, at): read it again after any of those. -1 outside a worker. So may the OS thread:
+/// `thread_local` variables, `errno` and anything a library keeps per thread (a random engine, an OpenMP or BLAS
+/// handle) are not kept across those operations; keep an activity's state in its locals or captures.
 int worker_index() noexcept;
 
 }  // namespace apgas

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -36,6 +37,10 @@ struct task {
   /// Tasks are small and short-lived: they come from a per-worker cache (see apgas/src/task_alloc.cpp).
   static void* operator new(std::size_t size);
   static void operator delete(void* p, std::size_t size) noexcept;
+  /// A closure with an over-aligned capture (alignas(64), an AVX vector) gets memory of its alignment, from the global
+  /// allocator: without these the cache's 16-byte-aligned blocks were used, and the closure was built misaligned.
+  static void* operator new(std::size_t size, std::align_val_t al) { return ::operator new(size, al); }
+  static void operator delete(void* p, std::align_val_t al) noexcept { ::operator delete(p, al); }
 
   finish_state* governing = nullptr;          ///< the finish this activity reports its termination to
   finish_state* innermost = nullptr;          ///< the finish new asyncs join: governing, or a nested finish
