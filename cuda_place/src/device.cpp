@@ -518,27 +518,9 @@ void device::wait(marker m) {
   if (w.error) std::rethrow_exception(w.error);
 }
 
-void device::check_live(const char* what, std::uintptr_t addr, std::size_t n) {
-  if (n == 0) return;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = sizes_.upper_bound(addr);
-    if (it != sizes_.begin()) {
-      --it;
-      if (addr - it->first <= it->second && n <= it->second - (addr - it->first)) return;
-    }
-  }
-  char at[32];
-  std::snprintf(at, sizeof at, "%#llx", static_cast<unsigned long long>(addr));
-  throw illegal_operation_exception(std::string(what) + ": the " + std::to_string(n) + " bytes at " + at +
-                                    " are not inside a live remote_array at GPU place " + std::to_string(place_) +
-                                    " (it was freed, or its token was not made by make_remote_array)");
-}
-
 void device::put(std::uintptr_t dst, const void* src, std::size_t n) {
   alive();
   if (n == 0) return;
-  check_live("apgas::async_copy", dst, n);
   if (is_pinned(src, n)) {  // the direct path: one DMA straight from the user's page-locked memory
     apgas::async([this, dst, src, n] { wait(h2d(dst, src, n)); });
   } else {
@@ -549,7 +531,6 @@ void device::put(std::uintptr_t dst, const void* src, std::size_t n) {
 void device::get(void* dst, std::uintptr_t src, std::size_t n) {
   alive();
   if (n == 0) return;
-  check_live("apgas::async_copy", src, n);
   if (is_pinned(dst, n)) {
     apgas::async([this, dst, src, n] { wait(d2h(dst, src, n)); });
   } else {
@@ -561,8 +542,6 @@ void device::copy_to(device& to, std::uintptr_t dst, std::uintptr_t src, std::si
   alive();
   to.alive();
   if (n == 0) return;
-  check_live("apgas::async_copy", src, n);
-  to.check_live("apgas::async_copy", dst, n);
   device* target = &to;
   apgas::async([this, target, dst, src, n] {
     alive();
@@ -1089,14 +1068,12 @@ void device::queue_op(int q, const char* call, const char* trace_name, std::size
 }
 
 void device::queue_put(int q, std::uintptr_t dst, const void* src, std::size_t n, finish_token& token) {
-  check_live("apgas::in_order_queue::async_copy", dst, n);
   queue_op(q, "cuMemcpyHtoDAsync", "DMA host->GPU", n, token, [&](CUstream s) {
     return d_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, n, s);
   });
 }
 
 void device::queue_get(int q, void* dst, std::uintptr_t src, std::size_t n, finish_token& token) {
-  check_live("apgas::in_order_queue::async_copy", src, n);
   queue_op(q, "cuMemcpyDtoHAsync", "DMA GPU->host", n, token, [&](CUstream s) {
     return d_.cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), n, s);
   });
@@ -1106,8 +1083,6 @@ void device::queue_copy(int q, device& from, std::uintptr_t src, device& to, std
                         finish_token& token) {
   from.alive();
   to.alive();
-  from.check_live("apgas::in_order_queue::async_copy", src, n);
-  to.check_live("apgas::in_order_queue::async_copy", dst, n);
   const bool same = &from == &to;
   // (Between two GPUs the stream may belong to either context: the copy is ordered in it.)
   queue_op(q, same ? "cuMemcpyDtoDAsync" : "cuMemcpyPeerAsync", same ? "copy GPU->GPU" : "peer copy", n, token,

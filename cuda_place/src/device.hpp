@@ -85,13 +85,11 @@ class device final : public dma_engine, public host_memory {
   void launch(gpu_kernel_request& r);
   std::uintptr_t alloc(std::size_t bytes);
   void free(std::uintptr_t address);
-  /// Copies into and out of this GPU's arrays. Every device range a copy names must lie inside one live array of
-  /// its GPU (illegal_operation_exception, before anything is enqueued, as at a host place): a stale remote_array
-  /// (freed, its memory perhaps a newer array's from the pool) would otherwise be written through, or fault the GPU.
+  /// Copies into and out of this GPU's arrays. The core has checked every device range against the GPU's live
+  /// arrays and their serials before it calls these (apgas/src/gpu.cpp, array_registry.hpp).
   void put(std::uintptr_t dst, const void* src, std::size_t n);
   void get(void* dst, std::uintptr_t src, std::size_t n);
   void copy_to(device& dst_dev, std::uintptr_t dst, std::uintptr_t src, std::size_t n);
-  void check_live(const char* what, std::uintptr_t addr, std::size_t n);
 
   // In-order queues: streams of their own, made on demand and reused (apgas/queue.hpp).
   int make_queue();
@@ -231,7 +229,7 @@ class device final : public dma_engine, public host_memory {
   CUevent ref_ = nullptr;       // while timing: the reference event, completed at host time ref_ns_
   std::uint64_t ref_ns_ = 0;
   std::unordered_map<CUevent, traced> dma_traces_;            // markers of traced DMAs not yet waited for
-  std::map<std::uintptr_t, std::size_t> sizes_;     // remote arrays: address -> bytes (ordered: range checks)
+  std::map<std::uintptr_t, std::size_t> sizes_;     // remote arrays: address -> bytes (their memory in use)
   std::size_t in_use_ = 0;                                    // their bytes
   std::string death_;
   // What operations failed by a death whose work could not be seen to end held (never released: it may still be
