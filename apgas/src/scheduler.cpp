@@ -33,10 +33,11 @@ std::atomic<long> g_live_fibers{0};  // for diagnostics
 constexpr int idle_spin_rounds = 256;
 constexpr int oversubscribed_spin_rounds = 16;
 constexpr std::size_t steal_victims = 8;  // per round, beyond the first round of each search
-// At most this many deques in any round, the first one and the last look before sleeping included: a place with
-// thousands of workers (APGAS_NTHREADS up to 4096) would otherwise spend seconds of CPU in scans at start-up and
-// shut-down alone. Beyond it an item on an unvisited deque waits for its owner or a later round (never lost: its
-// owner pops it).
+// At most this many deques in a round's steals: a place with thousands of workers (APGAS_NTHREADS up to 4096) would
+// otherwise spend seconds of CPU in scans at start-up and shut-down alone. The last look before sleeping (last_look)
+// reads every started deque's size and steals only where it sees an item: a worker never sleeps while an item it
+// could take is visible (its owner may be held in the operating system for as long as the item waits: items left
+// behind by a worker blocked in read() hung a place of 700 workers).
 constexpr std::size_t max_scan = 256;
 // The idle poller's naps (with a polled backend): from the first, doubled after each fruitless one up to the cap
 // (on an oversubscribed host; otherwise the CPUs are there to spare and the nap stays short, for latency).
@@ -384,6 +385,19 @@ work_deque::item scheduler::steal_round(worker* w, std::size_t victims) {
   return 0;
 }
 
+work_deque::item scheduler::last_look(worker* w) {
+  // (Dekker with notify(): sleepers_ was raised before this fence, the pusher's item stored before its own.)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (std::size_t i = 0, n = started(); i < n; ++i) {
+    worker* v = workers_[i].get();
+    if (v == w) continue;
+    for (int tries = 0; tries < 64 && v->deque.nonempty_hint(); ++tries) {  // (a lost race looks again)
+      if (const work_deque::item it = v->deque.steal()) return it;
+    }
+  }
+  return 0;
+}
+
 bool scheduler::has_work_for(const worker* w) const noexcept {
   if (w->deque.nonempty_hint() || injected_count_.load(std::memory_order_relaxed) != 0) return true;
   for (std::size_t i = 0, n = started(); i < n; ++i) {
@@ -477,7 +491,7 @@ work_deque::item scheduler::idle_wait(worker* w) {
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   const std::uint32_t e = epoch_.load(std::memory_order_seq_cst);
   work_deque::item it = take_injected();
-  if (it == 0) it = steal_round(w, max_scan);
+  if (it == 0) it = last_look(w);
   if (it == 0 && !stopping_.load(std::memory_order_seq_cst)) {
     int none = -1;
     const bool mine = poller_.load(std::memory_order_relaxed) == w->index;

@@ -121,6 +121,8 @@ class scheduler {
   /// Tries `victims` deques (at most all) from a random one on.
   work_deque::item steal_round(worker* w, std::size_t victims);
   work_deque::item idle_wait(worker* w);
+  /// Before sleeping: every started deque that holds an item (by its hint), stolen from.
+  work_deque::item last_look(worker* w);
   /// Bookkeeping when w found `it` (from_others: not from its own deque); returns it.
   work_deque::item found(worker* w, work_deque::item it, bool from_others = false) noexcept;
   void worker_main(worker* w);

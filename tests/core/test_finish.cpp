@@ -886,9 +886,6 @@ int threads_of_this_process() {
 }
 }  // namespace
 
-// A place configured with many workers starts only its share of the CPUs' threads; the others start when work
-// needs them (here: 64 activities that each hold their OS thread until all 64 run at once, which only 64 started
-// workers can do; a missing worker fails the test after a minute instead of hanging it).
 // Loop fibers move between workers: in this pattern one worker keeps parking (making a new fiber when its pool is
 // empty) and the other keeps resuming (pooling the one it leaves). Kept each to its worker they piled up without
 // bound (some 360 stacks in 10 000 rounds, never more than two activities blocked at once); now a worker keeps at
@@ -922,11 +919,13 @@ TEST(WorkersStart, FiberStacksDoNotPileUpBetweenWorkers) {
   EXPECT_LT(grew, 200) << "memory mappings made by 10 000 rounds with at most two activities blocked at once";
 }
 
-TEST(WorkersStart, OnlyWhenWorkNeedsThem) {
-  constexpr int n = 64;
+namespace {
+// n activities that each hold their OS thread until all n run at once, at a place of `workers` workers; a missing
+// worker fails the test after a minute instead of hanging it.
+void all_at_once(int workers, int n) {
   const int before = threads_of_this_process();
-  run_on(512, [&] {
-    EXPECT_EQ(apgas::num_workers(), 512);
+  run_on(workers, [&] {
+    EXPECT_EQ(apgas::num_workers(), workers);
     const int idle = threads_of_this_process() - before;
     EXPECT_LE(idle, static_cast<int>(std::thread::hardware_concurrency()) + 4) << "threads of an idle place";
     std::atomic<int> running{0}, gave_up{0};
@@ -950,3 +949,14 @@ TEST(WorkersStart, OnlyWhenWorkNeedsThem) {
     EXPECT_GE(threads_of_this_process() - before, n);
   });
 }
+}  // namespace
+
+// A place configured with many workers starts only its share of the CPUs' threads; the others start when work
+// needs them (here: 64 activities that each hold their OS thread until all 64 run at once, which only 64 started
+// workers can do).
+TEST(WorkersStart, OnlyWhenWorkNeedsThem) { all_at_once(512, 64); }
+
+// More workers than one look covers (an idle worker's rounds look at a few hundred deques): the items left on the
+// deque of a worker that holds its thread must still be found before the idle workers sleep. They were not: with 700
+// workers, 600 activities that all had to run at once hung (the idle workers slept, having missed them).
+TEST(WorkersStart, ItemsAreFoundBeyondOneLooksWidth) { all_at_once(700, 600); }
