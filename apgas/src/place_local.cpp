@@ -1,9 +1,12 @@
 // Global data at this place (global.hpp): the table of place_local_handle instances (id -> object) and the check
 // that names the home of a global_ref or remote_array used elsewhere (not_at_home).
+#include "runtime.hpp"
+
 #include <apgas/error.hpp>
 #include <apgas/global.hpp>
 #include <apgas/place.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -110,6 +113,19 @@ void place_local_erase(std::uint64_t id, bool must_exist) {
     t.objects.erase(it);
   }
   old.second(old.first);
+}
+
+void place_local_end_of_run() noexcept {
+  auto& t = locals();
+  std::vector<std::pair<std::uint64_t, std::pair<void*, void (*)(void*)>>> left;
+  {
+    std::lock_guard lock(t.mutex);
+    left.assign(t.objects.begin(), t.objects.end());
+    t.objects.clear();
+  }
+  // The last made first (ids grow at each place; those made by other places come after this place's own).
+  std::sort(left.begin(), left.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (auto& [id, obj] : left) obj.second(obj.first);
 }
 }  // namespace detail
 

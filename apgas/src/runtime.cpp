@@ -253,6 +253,7 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   }
   gpu_stop();
   sched.reset();  // stop and join the workers
+  place_local_end_of_run();
   obs::stop(*tp);
   set_scheduler(nullptr);
   dist_finalize(*tp);

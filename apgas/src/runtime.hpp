@@ -23,4 +23,8 @@ struct place_tree {
 const place_tree& tree() noexcept;
 void set_tree(place_tree t);
 
+/// At the end of a run, once every activity has ended and the workers are gone: destroy the place-local instances
+/// this place still holds (never freed), the last made first (place_local.cpp).
+void place_local_end_of_run() noexcept;
+
 }  // namespace apgas::detail

@@ -569,6 +569,18 @@ TEST(Remote, PlaceLocalHandleThatCannotBeMadeLeavesNothing) {
   });
 }
 
+// Instances never freed are destroyed at every place when the run ends (they were leaked, run after run).
+TEST(Remote, PlaceLocalInstancesLeftAtTheEndOfARunAreDestroyed) {
+  ASSERT_EQ(counted_instance::live.load(), 0);
+  run_everywhere([] {
+    (void)apgas::make_place_local<counted_instance>(apgas::places(), [] { return counted_instance(); });
+    (void)apgas::make_place_local<counted_instance>(std::vector<apgas::place>{apgas::here()},
+                                                    [] { return counted_instance(); });
+    EXPECT_EQ(counted_instance::live.load(), 2);
+  });
+  EXPECT_EQ(counted_instance::live.load(), 0) << "instances left at this process after the run";
+}
+
 TEST(Remote, AsyncCopyOneByteTo64MiBBothWays) {
   run_everywhere([] {
     for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, (std::size_t{1} << 20) + 3,

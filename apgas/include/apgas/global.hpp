@@ -131,6 +131,8 @@ class place_local_handle {
 /// illegal_operation_exception before anything is made), the instance init() returns (init runs at that place; it
 /// is shipped like an async_at closure). Returns when every instance exists. If init throws anywhere, the exceptions
 /// reach the caller (as from a finish) and the instances already made are destroyed: no handle, nothing left.
+/// Instances never freed are destroyed at their place when the run ends, the last made first, after every activity
+/// has ended: their destructors run outside any activity (they may not call what needs one: at, async, finish).
 template <class T, class Init>
 place_local_handle<T> make_place_local(std::span<const place> ps, Init init) {
   detail::check_shippable<Init>();
