@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     for (int step = 0; step < p->steps; ++step) {
       dist::for_parts(slabs, [=](const dist::slab<float>& s) {  // its planes; the z faces keep their values
         const auto z0 = std::max<long long>(s.p.lo, r) - s.base, z1 = std::min<long long>(s.p.hi, nz - r) - s.base;
-        fd_kernel(s.p.at, s.a, s.b, nx, ny, int(z0), int(z1));
+        if (z1 > z0) fd_kernel(s.p.at, s.a, s.b, nx, ny, int(z0), int(z1));  // (a slab of face planes only: none)
       });
       dist::next_step(slabs, r, plane, step + 1 < p->steps);  // swap the volumes, exchange the halo planes
     }
