@@ -7,6 +7,8 @@
 // then); a later run with another GPU configuration replaces it. g_arrays holds one registry per GPU of this host
 // during a run (the remote arrays made there: address, size, serial), so that a copy or free through a handle whose
 // array was freed is refused here, before the backend sees it, as for a host place's arrays (array_registry.hpp).
+// g_queues holds the in-order queues made in the run and not yet released, each once: a queue is released once, by
+// its handle in its run or by gpu_stop (so a stream id is never on the backend's free list twice).
 #include "array_registry.hpp"
 #include "gpu_runtime.hpp"
 
@@ -18,6 +20,7 @@
 #include <apgas/error.hpp>
 #include <apgas/runtime.hpp>
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -35,6 +38,7 @@ accelerator* g_active = nullptr;
 int g_first = 0;
 std::mutex g_arrays_mutex;
 std::vector<array_registry> g_arrays;  // by local GPU index, during a run
+std::vector<std::pair<int, int>> g_queues;  // (under g_arrays_mutex) the queues of this run not released: (GPU, id)
 
 std::string gpu_name(place p) { return "GPU place " + std::to_string(p.id()); }
 
@@ -89,6 +93,11 @@ void gpu_start(accelerator& acc, int first_place) {
 
 void gpu_stop() {
   if (g_active == nullptr) return;
+  {  // queues whose handles outlive the run: their streams go back now (the handles are refused in a later run)
+    std::lock_guard lock(g_arrays_mutex);
+    for (const auto& [g, q] : g_queues) g_active->release_queue(g, q);
+    g_queues.clear();
+  }
   g_active->stop();
   g_active = nullptr;
   std::lock_guard lock(g_arrays_mutex);
@@ -154,12 +163,27 @@ void gpu_copy(place src_place, std::uintptr_t src, std::uint32_t src_serial, pla
 
 int gpu_make_queue(place p) {
   const int g = local_gpu(p, "apgas::in_order");
-  return g_active->make_queue(g);
+  const int q = g_active->make_queue(g);
+  try {
+    std::lock_guard lock(g_arrays_mutex);
+    g_queues.emplace_back(g, q);
+  } catch (...) {
+    g_active->release_queue(g, q);
+    throw;
+  }
+  return q;
 }
 
 void gpu_release_queue(place p, int queue) noexcept {
-  if (g_active == nullptr || !p.is_cuda()) return;  // the run is over: its queues went with its GPUs
-  g_active->release_queue(p.id() - g_first, queue);
+  if (g_active == nullptr || !p.is_cuda()) return;  // the run is over: gpu_stop released its queues
+  const int g = p.id() - g_first;
+  {
+    std::lock_guard lock(g_arrays_mutex);
+    const auto it = std::find(g_queues.begin(), g_queues.end(), std::pair{g, queue});
+    if (it == g_queues.end()) return;  // (not this run's, or released already: never twice on the free list)
+    g_queues.erase(it);
+  }
+  g_active->release_queue(g, queue);
 }
 
 void gpu_queue_put(place p, int queue, std::uintptr_t dst, std::uint32_t dst_serial, const void* src,

@@ -6,7 +6,8 @@
 //
 // Invariants: `driving` is true exactly while one party runs the queue's operations — the issuer that found it false
 // (until it meets a blocking operation or runs out) or a driver activity (until it runs out) — set and cleared under
-// the lock, so operations are started (or enqueued on the stream) one at a time in issue order and none is lost.
+// the lock, so operations are started (or enqueued on the stream) one at a time in issue order and none is lost;
+// `ops` is empty whenever `driving` is false.
 // Every operation is counted in the finish of its own issuer (its token), and so is every driver: a driver is
 // counted in the finish of the operation at the front when it starts, runs operations of that finish only, and hands
 // over to a new driver counted in the next operation's finish when the front belongs to another one. So a finish
@@ -22,6 +23,7 @@
 #include <apgas/error.hpp>
 #include <apgas/queue.hpp>
 
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -37,6 +39,7 @@ struct queued {
 struct queue_state {
   place p;
   int gpu_queue = -1;  // the GPU's stream for this queue (gpu_make_queue), -1 at a CPU place
+  std::uint32_t run = run_number();  // the run it was made in: it serves no other (its stream id is that run's)
   spin_mutex mutex;
   std::deque<queued> ops;
   bool driving = false;
@@ -46,7 +49,8 @@ struct queue_state {
   queue_state(const queue_state&) = delete;
   queue_state& operator=(const queue_state&) = delete;
   ~queue_state() {
-    if (gpu_queue >= 0) gpu_release_queue(p, gpu_queue);  // (work still on the stream goes on)
+    // (work still on the stream goes on; after its run, the run's end released the stream: gpu_stop)
+    if (gpu_queue >= 0 && run == run_number()) gpu_release_queue(p, gpu_queue);
   }
 };
 
@@ -105,11 +109,13 @@ void start_driver(const std::shared_ptr<queue_state>& q) {
 }
 
 /// Run the queue's operations until none is left. `issuer`: the caller is the activity that issued the first one
-/// and runs only those that end on the GPU's stream (enqueuing them takes microseconds); at the first blocking one
-/// it hands over to a driver activity, since the issuer must not wait. `counted_in`: for a driver, a token of the
-/// finish it is counted in; it hands over to a new driver at the first operation of another finish.
+/// (its own, the only one queued when it found the queue idle) and runs it if it ends on the GPU's stream (enqueuing
+/// it takes microseconds); what other activities issued meanwhile, or its own when blocking, goes to a driver
+/// activity: the issuer must not wait, and one call must not enqueue the operations of others for as long as they
+/// keep coming. `counted_in`: for a driver, a token of the finish it is counted in; it hands over to a new driver at
+/// the first operation of another finish.
 void run_queue(const std::shared_ptr<queue_state>& q, bool issuer, const finish_token* counted_in = nullptr) {
-  while (true) {
+  for (bool first = true;; first = false) {
     queued next;
     {
       std::lock_guard lock(q->mutex);
@@ -117,7 +123,7 @@ void run_queue(const std::shared_ptr<queue_state>& q, bool issuer, const finish_
         q->driving = false;
         return;
       }
-      if (issuer && q->ops.front().op->blocking) break;
+      if (issuer && (!first || q->ops.front().op->blocking)) break;
       if (counted_in != nullptr && !q->ops.front().token.same_finish(*counted_in)) break;
       next = std::move(q->ops.front());
       q->ops.pop_front();
@@ -161,6 +167,11 @@ void drain_gpu_queue(const queue_state& q) { gpu_queue_drain(q.p, q.gpu_queue); 
 
 void enqueue(const std::shared_ptr<queue_state>& q, std::unique_ptr<queue_op> op) {
   require_unrestricted_activity("apgas::in_order_queue");
+  if (q->run != run_number()) {
+    throw illegal_operation_exception("apgas::in_order_queue: the queue of place " + std::to_string(q->p.id()) +
+                                      " was made in an earlier run (apgas::run); a queue serves the run it was made "
+                                      "in: make another with apgas::in_order");
+  }
   queued item{std::move(op), finish_token::join()};
   {
     std::lock_guard lock(q->mutex);

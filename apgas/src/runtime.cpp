@@ -45,6 +45,7 @@ namespace detail {
 namespace {
 
 std::atomic<bool> g_running{false};
+std::atomic<std::uint32_t> g_run{0};  // this process's run number (runs of the process counted from 1)
 
 // Every host's GPU count and descriptions, exchanged with the transport's start-up collectives; false if the GPU
 // set-up failed at some host (acc == nullptr there).
@@ -140,6 +141,8 @@ void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) 
 
 }  // namespace
 
+std::uint32_t run_number() noexcept { return g_run.load(std::memory_order_relaxed); }
+
 namespace {
 // A run; `valid` false: the configuration was refused (the reason printed), and the run only takes part in its first
 // exchange (agree_on_settings, with the default connect timeout) so that the other places stop at once too instead
@@ -152,6 +155,7 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   struct running_flag {
     ~running_flag() { g_running.store(false); }
   } flag;
+  g_run.fetch_add(1);
   const int connect_s = valid ? cfg.connect_timeout_s : config{}.connect_timeout_s;
 
   transport::transport* tp = nullptr;

@@ -3,6 +3,7 @@
 
 #include <apgas/place.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,8 @@ void set_tree(place_tree t);
 /// At the end of a run, once every activity has ended and the workers are gone: destroy the place-local instances
 /// this place still holds (never freed), the last made first (place_local.cpp).
 void place_local_end_of_run() noexcept;
+
+/// The number of the run in progress, or of the last one (this process's runs counted from 1; 0 before the first).
+std::uint32_t run_number() noexcept;
 
 }  // namespace apgas::detail

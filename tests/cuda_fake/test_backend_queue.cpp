@@ -7,6 +7,7 @@
 // on the queue as queue.hpp does under nvcc: an operation that hands the queue's stream and its finish token to
 // detail::gpu_launch.
 #include "cuda_fake/fake_fixture.hpp"
+#include "support/run.hpp"
 
 #include <apgas/queue.hpp>
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -326,6 +328,66 @@ TEST_F(FakeGpu, AQueueThatCannotBeMadeToWaitForItsConstantKernelReportsItOnceThe
     EXPECT_EQ(counter(dev, "kernel_launches") - launches, 2);
     apgas::free_remote_array(x);
     apgas::free_remote_array(constant_buffer);
+  });
+}
+
+// One activity's call costs one enqueue, however fast others issue: while the issuer's own copy is being enqueued
+// (the driver call stalled for 20 ms), another activity issues copies until the issuer's call has returned. The issuer
+// ran them all before returning (the feeder reached its cap, hundreds of milliseconds later: with no cap, for ever);
+// now a driver activity takes what others issued.
+TEST_F(FakeGpu, AnIssuerDoesNotRunTheOperationsOthersKeepIssuing) {
+  run_gpu(gpu_config(), [] {
+    const place g(1);
+    const int dev = device_of(g);
+    constexpr long cap = 1000000;
+    auto x = apgas::make_remote_array<std::uint64_t>(g, 16);
+    const apgas::pinned_vector<std::uint64_t> a(16, 1);
+    std::atomic<bool> calling{false}, returned{false};
+    std::atomic<long> fed{0};
+    apgas::finish([&] {
+      auto q = apgas::in_order(g);
+      apgas::async([&, q]() mutable {  // the feeder
+        while (!calling.load()) std::this_thread::yield();
+        while (!returned.load() && fed.load() < cap) {
+          q.async_copy(std::span<const std::uint64_t>(a), x);
+          fed.fetch_add(1);
+        }
+      });
+      apgas::async([&, q]() mutable {  // the issuer
+        fake().stall_next(dev, "cuMemcpyHtoDAsync", 20000, 1);
+        calling = true;
+        q.async_copy(std::span<const std::uint64_t>(a), x);
+        returned = true;
+      });
+    });
+    EXPECT_TRUE(returned.load());
+    EXPECT_LT(fed.load(), cap) << "the issuer's call returned only when the others stopped issuing";
+    apgas::free_remote_array(x);
+  });
+}
+
+// A queue serves the run it was made in: a handle kept into the next run is refused there (it was accepted, on a
+// stream id of the earlier run), and its release in that run gives nothing back to the new run's streams (the id was
+// put on the free list while a queue of the new run held it: two queues on one stream).
+TEST_F(FakeGpu, AQueueOfAnEarlierRunIsRefused) {
+  std::optional<apgas::in_order_queue> kept;
+  run_gpu(gpu_config(), [&] { kept.emplace(apgas::in_order(place(1))); });
+  run_gpu(gpu_config(), [&] {
+    const place g(1);
+    auto x = apgas::make_remote_array<std::uint64_t>(g, 4);
+    const apgas::pinned_vector<std::uint64_t> a(4, 3);
+    EXPECT_TRUE(contains(apgas_test::what_of<apgas::illegal_operation_exception>([&] {
+                           kept->async_copy(std::span<const std::uint64_t>(a), x);
+                         }),
+                         "was made in an earlier run"));
+    auto q1 = apgas::in_order(g);
+    kept.reset();  // (its release in this run)
+    auto q2 = apgas::in_order(g);
+    const auto stream_of = [](const apgas::in_order_queue& q) {
+      return apgas::detail::gpu_queue_of(*apgas::detail::queue_access::state(q));
+    };
+    EXPECT_NE(stream_of(q1), stream_of(q2)) << "two queues of one run on one stream";
+    apgas::free_remote_array(x);
   });
 }
 

@@ -18,7 +18,8 @@
 /// with illegal_operation_exception naming the failure — since they depend on it. (A kernel that faults on a GPU
 /// fails the GPU: the operations after it end with the GPU's error.) The queue object is a handle: copies share the queue; operations go on after the last handle
 /// is gone. A queue belongs to a place of the calling host (its CPU place or one of its GPUs); work for another
-/// host goes there first (e.g. inside at(host, ...)).
+/// host goes there first (e.g. inside at(host, ...)). A queue serves the run (apgas::run) it was made in: kept into a
+/// later run, its operations are refused with illegal_operation_exception.
 
 #include <apgas/activity.hpp>
 #include <apgas/detail/gpu.hpp>
