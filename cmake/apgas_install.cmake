@@ -47,7 +47,9 @@ else()
   set(APGAS_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
 list(JOIN apgas_sanitize_flags " " apgas_pc_sanitize)
-set(APGAS_PC_CFLAGS "-std=c++20 -I\${includedir}")
+# No -std: C++20 or later is required, and the user gives it (a -std=c++20 here would undo a user's later standard
+# given before it, e.g. -std=c++23).
+set(APGAS_PC_CFLAGS "-I\${includedir}")
 if(apgas_have_stack_clash_protection)
   string(APPEND APGAS_PC_CFLAGS " -fstack-clash-protection")
 endif()

@@ -106,7 +106,8 @@ function(build_fib_with_pkg_config extra)
   # A shared libapgas in a scratch prefix is found at run time through an rpath, as a user would do it.
   step("pkg-config libdir" ${PKG_CONFIG} --variable=libdir apgas)
   string(STRIP "${step_output}" pc_libdir)
-  step("compile samples/fib with pkg-config" ${CXX_COMPILER} ${extra} -O2 ${SOURCE_DIR}/fib.cpp ${pc_flags}
+  # The standard is the user's to name (apgas.pc carries no -std; g++ 12 defaults to C++17).
+  step("compile samples/fib with pkg-config" ${CXX_COMPILER} -std=c++20 ${extra} -O2 ${SOURCE_DIR}/fib.cpp ${pc_flags}
        -Wl,-rpath,${pc_libdir} -o ${WORK_DIR}/apgas_fib_pc)
   run_fib(${WORK_DIR}/apgas_fib_pc)
 endfunction()

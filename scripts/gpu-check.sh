@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh: every claim about the GPU path, checked on a machine with an NVIDIA GPU, in one command.
 #
-#   scripts/gpu-check.sh [-b BUILD_DIR] [-o FILE] [--quick]
+#   scripts/gpu-check.sh [-b BUILD_DIR] [-o FILE] [--quick] [--budget SECONDS] [--only STEPS]
 #
 #   -b DIR    use this build folder as it is (a CUDA build: the `cuda` preset or APGAS_WITH_CUDA=ON): nothing is
 #             configured or built, so the machine needs no compiler and no Boost, MPI or CUDA development files, only
@@ -25,7 +25,7 @@
 #      and build folder (otherwise a row says they were skipped).
 # Prints one table — machine, driver, GPU, command, figure, target, result — and exits 1 if anything with a target
 # missed it or failed, else 0. On a machine without a GPU (nvidia-smi lists none) it says so and exits 0 having run
-# nothing. NVIDIA_SMI names another nvidia-smi (the test of this script uses a missing one).
+# nothing (a wrong option exits 2 first, GPU or not). NVIDIA_SMI names another nvidia-smi (the test of this script uses a missing one).
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,13 +36,15 @@ quick=0
 budget=900
 only=""
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# need <option> <what> <arguments left> <next argument>: a usage error unless the option has its value.
+need() { (( $3 >= 2 )) && [[ -n "$4" ]] || { echo "gpu-check.sh: $1 needs $2, none given" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    -b) build="${2:?-b needs a folder}"; shift 2 ;;
-    -o) out="${2:?-o needs a file}"; shift 2 ;;
+    -b) need -b "a build folder" $# "${2:-}"; build="$2"; shift 2 ;;
+    -o) need -o "a file" $# "${2:-}"; out="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
-    --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
-    --only) only="${2:?--only needs a list of steps}"; shift 2 ;;
+    --budget) need --budget "a number of seconds" $# "${2:-}"; budget="$2"; shift 2 ;;
+    --only) need --only "a comma-separated list of steps" $# "${2:-}"; only="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu-check.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -54,6 +56,19 @@ for step in ${only//,/ }; do
     *) echo "gpu-check.sh: --only: unknown step '$step' (tests, launch, kmeans, kernels, trace, parboil)" >&2; exit 2 ;;
   esac
 done
+# Every option checked here, before the GPU probe, so that a wrong one is refused on any machine.
+if ! [[ "$budget" =~ ^[1-9][0-9]*$ ]]; then
+  echo "gpu-check.sh: --budget '$budget' is not a number of seconds (expected a positive integer)" >&2
+  exit 2
+fi
+if [[ -n "$build" && ! -d "$build" ]]; then
+  echo "gpu-check.sh: -b: no build folder '$build' (expected a built CUDA build folder)" >&2
+  exit 2
+fi
+if [[ -n "$out" && ! -d "$(dirname "$out")" ]]; then
+  echo "gpu-check.sh: -o: the folder of '$out' does not exist (expected a file in an existing folder)" >&2
+  exit 2
+fi
 # wanted <step>: whether --only left it in (every step without --only).
 wanted() { [[ -z "$only" || ",$only," == *",$1,"* ]]; }
 
@@ -68,7 +83,6 @@ if [[ $gpus -eq 0 ]]; then
   exit 0
 fi
 
-[[ "$budget" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check.sh: --budget '$budget' is not a number of seconds" >&2; exit 2; }
 start=$(date +%s)
 left() { echo $((budget - ($(date +%s) - start))); }
 

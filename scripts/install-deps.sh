@@ -2,7 +2,16 @@
 # Installs everything apgas needs to build and run its whole test suite on Debian 12 (bookworm): compiler, CMake,
 # Ninja, Boost.Context, GoogleTest, oneTBB (benchmarks), Open MPI and libfabric (the coming
 # transports and their multi-process tests). Run as root, or as a user with sudo. Does nothing when all is there.
+#
+#   bash scripts/install-deps.sh        (no arguments; -h or --help prints this)
 set -euo pipefail
+case "${1-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
+esac
+if [[ $# -gt 0 ]]; then
+  echo "install-deps: unexpected argument '$1' (it takes none; -h for help)" >&2
+  exit 2
+fi
 packages=(build-essential cmake ninja-build pkg-config git
           libboost-context-dev libtbb-dev libgtest-dev libgmock-dev
           libopenmpi-dev openmpi-bin libfabric-dev libfabric-bin)

@@ -15,12 +15,27 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 arch=sm_90
 only=""
+usage="usage: $0 [-a ARCH] [--only \"names\"]"
 while [[ $# -gt 0 ]]; do
   case $1 in
-    -a) [[ $# -ge 2 ]] || { echo "usage: $0 [-a ARCH] [--only \"names\"]" >&2; exit 2; }; arch=$2; shift 2 ;;
-    --only) [[ $# -ge 2 ]] || { echo "usage: $0 [-a ARCH] [--only \"names\"]" >&2; exit 2; }; only=$2; shift 2 ;;
-    *) echo "usage: $0 [-a ARCH] [--only \"names\"]" >&2; exit 2 ;;
+    -a) [[ $# -ge 2 ]] || { echo "kernel-resources.sh: -a needs an architecture (e.g. sm_90); $usage" >&2; exit 2; }
+        arch=$2; shift 2 ;;
+    --only) [[ $# -ge 2 ]] || { echo "kernel-resources.sh: --only needs sample names; $usage" >&2; exit 2; }
+            only=$2; shift 2 ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    *) echo "kernel-resources.sh: unknown option '$1'; $usage" >&2; exit 2 ;;
   esac
+done
+# The samples there are: the folders with both <b>.cpp and <b>_native.cu; --only names some of them.
+known=()
+for dir in "$root"/samples/parboil/*/ "$root"/samples/x10cuda/*/; do
+  b=$(basename "$dir")
+  [[ -f $dir/$b.cpp && -f $dir/${b}_native.cu ]] && known+=("$b")
+done
+read -ra names <<< "$only"
+for b in ${names[@]+"${names[@]}"}; do
+  [[ " ${known[*]} " == *" $b "* ]] ||
+    { echo "kernel-resources.sh: --only: unknown sample '$b' (known: ${known[*]})" >&2; exit 2; }
 done
 nvcc=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}
 [[ -x $nvcc ]] || { echo "kernel-resources.sh: no nvcc at $nvcc (set NVCC or CUDA_HOME)" >&2; exit 2; }

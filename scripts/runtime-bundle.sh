@@ -15,7 +15,8 @@
 set -euo pipefail
 
 if [[ "${1:-}" == "--install" ]]; then
-  src="${2:?--install needs the bundle folder}/root"
+  [[ -n "${2:-}" ]] || { echo "runtime-bundle.sh: --install needs the bundle folder (OUT_DIR of a gather)" >&2; exit 2; }
+  src="$2/root"
   [[ -d "$src" ]] || { echo "runtime-bundle.sh: no $src" >&2; exit 2; }
   cp -a --no-clobber "$src"/. /
   ldconfig 2> /dev/null || true
@@ -23,24 +24,32 @@ if [[ "${1:-}" == "--install" ]]; then
   exit 0
 fi
 
-build="${1:?usage: runtime-bundle.sh BUILD_DIR OUT_DIR}"
-out="${2:?usage: runtime-bundle.sh BUILD_DIR OUT_DIR}"
+if [[ $# -ne 2 ]]; then
+  echo "usage: runtime-bundle.sh BUILD_DIR OUT_DIR, or runtime-bundle.sh --install OUT_DIR (got $# arguments)" >&2
+  exit 2
+fi
+[[ -d "$1" ]] || { echo "runtime-bundle.sh: build folder '$1' does not exist (expected a built folder)" >&2; exit 2; }
+build="$(cd "$1" && pwd)"  # absolute, once: compared with the absolute paths ldd prints
+out="$2"
 rm -rf "$out/root"
 mkdir -p "$out/root"
 
 skip='/(libc|libm|libpthread|libdl|librt|libresolv|libutil|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libnvidia-[a-z-]*)\.so'
 elves=()
-while IFS= read -r f; do
-  file -b "$f" | grep -q '^ELF' && elves+=("$f")
+while IFS= read -r f; do  # ELF files by their magic number (no need for file(1))
+  [[ "$(head -c4 -- "$f" 2> /dev/null | tr -d '\0')" == $'\177ELF' ]] && elves+=("$f")
 done < <(find "$build" -type f -perm -u+x -o -type f -name '*.so*')
 
 # Open MPI's launcher and where it lives, found on this machine (override with OMPI_BINDIR / OMPI_LIBDIR): the
 # folder of its libraries holds its components (openmpi/), its prefix the help and configuration files.
 orterun="$(command -v orterun 2> /dev/null || true)"
-bindir="${OMPI_BINDIR:-$( [[ -n "$orterun" ]] && dirname "$(readlink -f "$orterun")" )}"
+bindir="${OMPI_BINDIR:-}"
+if [[ -z "$bindir" && -n "$orterun" ]]; then
+  bindir="$(dirname "$(readlink -f "$orterun")")"
+fi
 libdir="${OMPI_LIBDIR:-}"
 if [[ -z "$libdir" && -n "$bindir" ]]; then
-  rte="$(ldd "$bindir/orterun" 2> /dev/null | sed -n 's/.*=> \(\/[^ ]*libopen-rte[^ ]*\) .*/\1/p' | head -1)"
+  rte="$(ldd "$bindir/orterun" 2> /dev/null | sed -n 's/.*=> \(\/[^ ]*libopen-rte[^ ]*\) .*/\1/p' | head -1 || true)"
   [[ -n "$rte" ]] && libdir="$(dirname "$(readlink -f "$rte")")"
 fi
 ompi="${libdir:+$libdir/openmpi}"
@@ -56,6 +65,9 @@ if [[ -n "$ompi" && -d "$ompi" && -x "$bindir/orted" ]]; then
   for d in "$prefix/share/openmpi" "${prefix%/usr}/etc/openmpi" "$prefix/etc/openmpi"; do
     [[ -d "$d" ]] && mkdir -p "$out/root$(dirname "$d")" && cp -a "$d" "$out/root$(dirname "$d")/"
   done
+else
+  echo "runtime-bundle: no Open MPI launcher found (orterun on PATH, or OMPI_BINDIR / OMPI_LIBDIR): Open MPI's" \
+    "programs and components left out, the build's libraries gathered" >&2
 fi
 
 declare -A seen=()
@@ -64,7 +76,7 @@ for f in "${elves[@]}"; do
     [[ -n "$lib" && -z "${seen[$lib]:-}" ]] || continue
     seen[$lib]=1
     [[ "$lib" =~ $skip ]] && continue
-    [[ "$lib" == "$(cd "$build" && pwd)"/* ]] && continue  # the build's own libraries travel with it
+    [[ "$lib" == "$build"/* ]] && continue  # the build's own libraries travel with it
     dir="$(readlink -f "$(dirname "$lib")")"  # /lib -> /usr/lib where / is merged: one real folder per library
     mkdir -p "$out/root$dir"
     cp -L "$lib" "$out/root$dir/$(basename "$lib")"

@@ -41,21 +41,34 @@ sizes="2000000 4000000"
 clusters="100 400"
 force_cpu=0
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# need <option> <arguments left>: a usage error unless the option has its value.
+need() { (( $2 >= 2 )) || { echo "kmeans_table.sh: $1 needs a value, none given (-h for help)" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    -b) build="$2"; shift 2 ;;
-    -i) iterations="$2"; shift 2 ;;
-    -r) repeats="$2"; shift 2 ;;
-    -n) sizes="$2"; shift 2 ;;
-    -k) clusters="$2"; shift 2 ;;
+    -b) need -b $#; build="$2"; shift 2 ;;
+    -i) need -i $#; iterations="$2"; shift 2 ;;
+    -r) need -r $#; repeats="$2"; shift 2 ;;
+    -n) need -n $#; sizes="$2"; shift 2 ;;
+    -k) need -k $#; clusters="$2"; shift 2 ;;
     --cpu) force_cpu=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "kmeans_table.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
-for v in "$iterations" "$repeats"; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "kmeans_table.sh: '$v' is not a positive number" >&2; exit 2; }
-done
+# positive <option> <value> [list]: a usage error unless the value is a positive integer (a list: one or more,
+# separated by spaces).
+positive() {
+  local words=()
+  if [[ -n "${3:-}" ]]; then read -ra words <<< "$2"; else words=("$2"); fi
+  [[ ${#words[@]} -gt 0 ]] || { echo "kmeans_table.sh: $1 '$2': expected one or more positive integers" >&2; exit 2; }
+  for v in "${words[@]}"; do
+    [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "kmeans_table.sh: $1 '$2': '$v' is not a positive integer" >&2; exit 2; }
+  done
+}
+positive -i "$iterations"
+positive -r "$repeats"
+positive -n "$sizes" list
+positive -k "$clusters" list
 bin="$build/samples/kmeans"
 [[ -x "$bin/apgas_kmeans" ]] || { echo "kmeans_table.sh: no $bin/apgas_kmeans: build first (or give -b)" >&2; exit 2; }
 
@@ -92,25 +105,31 @@ cell() { if [[ "$1" == fail ]]; then printf ' %10s' fail; else LC_ALL=C printf '
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "fail"; else if (v[1] == "fail") print "fail"; else print v[int((NR + 1) / 2)] }'; }
 
-declare -a names cmds
+# The columns: names[c], and column c's command, words starts[c] .. starts[c] + lengths[c] - 1 of argv (one array for
+# all, so that every word stays one argument: paths with spaces work).
+names=() argv=() starts=() lengths=()
+column() { starts+=(${#argv[@]}); lengths+=($#); argv+=("$@"); }
 if [[ $gpus -gt 0 ]]; then
   gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
   echo "machine: $model, $cores cores; $gpus x $gpu_name"
   [[ -x "$bin/kmeans_native_cuda" ]] || { echo "kmeans_table.sh: no $bin/kmeans_native_cuda (a CUDA build is needed)" >&2; exit 2; }
   names=(native 1x1 2x1)
-  cmds=("env OMP_NUM_THREADS=$cores $bin/kmeans_native_cuda"
-        "env APGAS_NTHREADS=$cores APGAS_GPUS=0 $bin/apgas_kmeans")
+  column env OMP_NUM_THREADS="$cores" "$bin/kmeans_native_cuda"
+  column env APGAS_NTHREADS="$cores" APGAS_GPUS=0 "$bin/apgas_kmeans"
   self="$here/$(basename "${BASH_SOURCE[0]}")"
   if [[ $gpus -ge 2 ]]; then
-    cmds+=("env APGAS_TRANSPORT=mpi APGAS_NTHREADS=$half ${mpi[*]} -x APGAS_TRANSPORT -x APGAS_NTHREADS -np 2 $self --rank-gpus 1 $bin/apgas_kmeans")
+    column env APGAS_TRANSPORT=mpi APGAS_NTHREADS="$half" "${mpi[@]}" -x APGAS_TRANSPORT -x APGAS_NTHREADS -np 2 \
+      "$self" --rank-gpus 1 "$bin/apgas_kmeans"
     names+=(1x2)
-    cmds+=("env APGAS_NTHREADS=$cores APGAS_GPUS=0,1 $bin/apgas_kmeans")
+    column env APGAS_NTHREADS="$cores" APGAS_GPUS=0,1 "$bin/apgas_kmeans"
   else
-    cmds+=("env APGAS_TRANSPORT=mpi APGAS_NTHREADS=$half APGAS_GPUS=0 ${mpi[*]} -x APGAS_TRANSPORT -x APGAS_NTHREADS -x APGAS_GPUS -np 2 $bin/apgas_kmeans")
+    column env APGAS_TRANSPORT=mpi APGAS_NTHREADS="$half" APGAS_GPUS=0 "${mpi[@]}" -x APGAS_TRANSPORT -x APGAS_NTHREADS \
+      -x APGAS_GPUS -np 2 "$bin/apgas_kmeans"
   fi
   if [[ $gpus -ge 4 ]]; then
     names+=(2x2)
-    cmds+=("env APGAS_TRANSPORT=mpi APGAS_NTHREADS=$half ${mpi[*]} -x APGAS_TRANSPORT -x APGAS_NTHREADS -np 2 $self --rank-gpus 2 $bin/apgas_kmeans")
+    column env APGAS_TRANSPORT=mpi APGAS_NTHREADS="$half" "${mpi[@]}" -x APGAS_TRANSPORT -x APGAS_NTHREADS -np 2 \
+      "$self" --rank-gpus 2 "$bin/apgas_kmeans"
   fi
   ratio_name=native
   echo "columns: native = kmeans_native_cuda (CUDA + MPI, 1 rank, 1 GPU); HxG = apgas_kmeans on H host places x G GPU places each"
@@ -119,9 +138,10 @@ else
   echo "machine: $model, $cores cores, no GPU (CPU places)"
   [[ -x "$bin/kmeans_omp" ]] || { echo "kmeans_table.sh: no $bin/kmeans_omp (OpenMP was not found at build time)" >&2; exit 2; }
   names=(OpenMP "1 host" "2 hosts")
-  cmds=("env OMP_NUM_THREADS=$cores $bin/kmeans_omp"
-        "env APGAS_NTHREADS=$cores APGAS_GPUS=none $bin/apgas_kmeans"
-        "env APGAS_TRANSPORT=mpi APGAS_NTHREADS=$half APGAS_GPUS=none ${mpi[*]} -x APGAS_TRANSPORT -x APGAS_NTHREADS -x APGAS_GPUS -np 2 $bin/apgas_kmeans")
+  column env OMP_NUM_THREADS="$cores" "$bin/kmeans_omp"
+  column env APGAS_NTHREADS="$cores" APGAS_GPUS=none "$bin/apgas_kmeans"
+  column env APGAS_TRANSPORT=mpi APGAS_NTHREADS="$half" APGAS_GPUS=none "${mpi[@]}" -x APGAS_TRANSPORT -x APGAS_NTHREADS \
+    -x APGAS_GPUS -np 2 "$bin/apgas_kmeans"
   ratio_name=omp
   echo "columns: OpenMP = kmeans_omp, OMP_NUM_THREADS=$cores; 1 host = apgas_kmeans, APGAS_NTHREADS=$cores;" \
        "2 hosts = mpirun -np 2 apgas_kmeans, APGAS_NTHREADS=$half each"
@@ -136,14 +156,13 @@ for n in $sizes; do
   for k in $clusters; do
     declare -A samples=()
     for ((r = 0; r < repeats; r++)); do
-      for c in "${!cmds[@]}"; do
-        # shellcheck disable=SC2086
-        samples[$c]+=" $(run ${cmds[$c]} -n "$n" -k "$k")"
+      for c in "${!starts[@]}"; do
+        samples[$c]+=" $(run "${argv[@]:${starts[$c]}:${lengths[$c]}}" -n "$n" -k "$k")"
       done
     done
     line=$(printf '%6s %5s |' "$(label "$n")" "$k")
     declare -a med=()
-    for c in "${!cmds[@]}"; do
+    for c in "${!starts[@]}"; do
       # shellcheck disable=SC2086
       med[$c]=$(median ${samples[$c]})
       line+=$(cell "${med[$c]}")

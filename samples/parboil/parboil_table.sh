@@ -33,12 +33,14 @@ force_cpu=0
 gpu_only=0
 quick=0
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+# need <option> <what> <arguments left> <next argument>: a usage error unless the option has its value.
+need() { (( $3 >= 2 )) && [[ -n "$4" ]] || { echo "parboil_table.sh: $1 needs $2, none given (-h for help)" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    -b) build="${2:?-b needs a folder}"; shift 2 ;;
-    -r) repeats="${2:?-r needs a number}"; shift 2 ;;
-    --only) only="${2:?--only needs names}"; shift 2 ;;
-    --sizes) sizes="${2:?--sizes needs names}"; shift 2 ;;
+    -b) need -b "a build folder" $# "${2:-}"; build="$2"; shift 2 ;;
+    -r) need -r "a number of runs" $# "${2:-}"; repeats="$2"; shift 2 ;;
+    --only) need --only "benchmark names" $# "${2:-}"; only="$2"; shift 2 ;;
+    --sizes) need --sizes "size names" $# "${2:-}"; sizes="$2"; shift 2 ;;
     --cpu) force_cpu=1; shift ;;
     --gpu) gpu_only=1; shift ;;
     --quick) quick=1; repeats=1; shift ;;
@@ -63,13 +65,20 @@ mpi=(mpirun --oversubscribe --bind-to none)  # (Open MPI binds 1 or 2 processes 
 have_mpi=0
 command -v mpirun > /dev/null 2>&1 && have_mpi=1
 
-# bench <name> -> "<suite> <folder> <apgas program> <native program> <omp program> <apgas source> <native source>"
+# bench <name>: sets suite, folder, exe (the apgas program), native, omp (the baselines), src and native_src (the
+# sources) for it (variables, not words of one line: paths with spaces work).
 bench() {
-  local b=$1 suite=parboil folder="$root/samples/parboil/$1" bin="$build/samples/parboil/$1" prefix=apgas_parboil
+  local b=$1 bin="$build/samples/parboil/$1" prefix=apgas_parboil
+  suite=parboil
+  folder="$root/samples/parboil/$1"
   case "$b" in
     blackscholes|fdtd3d|matmul) suite=x10cuda; folder="$root/samples/x10cuda/$b"; bin="$build/samples/x10cuda/$b"; prefix=apgas_x10cuda ;;
   esac
-  echo "$suite $folder $bin/${prefix}_$b $bin/${suite}_${b}_native $bin/${suite}_${b}_omp $folder/$b.cpp $folder/${b}_native.cu"
+  exe="$bin/${prefix}_$b"
+  native="$bin/${suite}_${b}_native"
+  omp="$bin/${suite}_${b}_omp"
+  src="$folder/$b.cpp"
+  native_src="$folder/${b}_native.cu"
 }
 all="cp mri_q mri_fhd rpes tpacf sad sgemm stencil blackscholes fdtd3d matmul"
 [[ -n "$only" ]] || only="$all"
@@ -120,7 +129,7 @@ echo
 ratios=()
 loc_rows=()
 for b in $only; do
-  read -r suite folder exe native omp src native_src <<< "$(bench "$b")"
+  bench "$b"
   if [[ ! -x "$exe" ]]; then
     echo "$(printf '%-13s' "$b") (not built: $exe)"
     continue

@@ -4,6 +4,10 @@
 /// Places: where activities run and data lives. Host places (one per process) are 0..H-1; the GPU places of every
 /// host come after all hosts. The tree is the same on every host and fixed for the duration of apgas::run.
 
+#if __cplusplus < 202002L
+#error "apgas needs C++20 or later: compile with -std=c++20 (or a later standard)"
+#endif
+
 #include <span>
 #include <string>
 

@@ -4,6 +4,10 @@
 // that it calls before returning (finish bodies, atomic sections), so no allocation and no std::function.
 // Not API.
 
+#if __cplusplus < 202002L
+#error "apgas needs C++20 or later: compile with -std=c++20 (or a later standard)"
+#endif
+
 #include <functional>
 #include <memory>
 #include <type_traits>
