@@ -37,7 +37,9 @@ enum class msg : std::uint8_t {
   report = 4,          // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions,
                        // u8 has partial value [, the value]
   shutdown = 5,        // i32 exit code
-  team_contrib = 6,    // u64 team id, u64 seq, i32 sender's team rank, u8 failed, bytes (one part of a team operation)
+  team_contrib = 6,    // u64 team id, u64 seq, u32 run (dist_state::clock_epoch), u32 element size, i32 sender's
+                       // team rank, u8 failed (1: the sender's arguments, 2: its root), bytes (one part of a team
+                       // operation; a failed one's bytes are the sender's error text)
   bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
   bulk_get = 9,        // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
   hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message
@@ -119,19 +121,24 @@ struct pending_at {
 
 struct team_slot {
   std::vector<std::vector<std::byte>> parts;  // contributions by team rank
-  std::vector<std::uint8_t> failed;           // by team rank: the part is the sender's error text
-  std::vector<std::int32_t> sigs;             // by team rank: the operation's signature in the part (-1: none yet)
+  std::vector<std::uint8_t> failed;           // by team rank: the part is the sender's error text (1, 2: its root)
+  std::vector<std::int32_t> sigs;             // by team rank: the operation's signature in the part (-1: none yet;
+                                              // -2: a part of a member whose root was refused, which has none)
+  std::vector<std::uint32_t> elems;           // by team rank: the size of the sender's elements
   int arrived = 0;
-  int expected = 0;  // what the waiter waits for
+  int expected = 0;       // what the waiter waits for: that many parts, or
+  int from = -1;          // if not -1, the part of this team rank only (the others' are the refused roots' and dropped)
   std::int32_t sig = -1;  // the waiter's signature: a part with another one wakes it at once (it then throws)
   completion* waiter = nullptr;
 };
 
-// Where this place is in a team's operations (they run one after another at each member, in the same order).
+// Where this place is in a team's operations (they run one after another at each member, in the same order). The
+// record of a sub-team goes when its last copy at this place does (team::split).
 struct team_progress {
   std::uint64_t begun = 0;     // operations begun here
   std::uint64_t done = 0;      // the last one whose parts this place has taken, or in which it receives none
-  std::vector<std::uint64_t> refused;  // operations refused for a member at another one: late parts are dropped
+  std::vector<std::uint64_t> refused;  // operations refused (a member at another one, or this place's root): late
+                                       // parts are dropped
 };
 
 // Clock reports from one place to this one, applied in the order they were made (their sequence numbers): the
@@ -190,8 +197,9 @@ struct dist_state final : transport::handler {
   std::unique_ptr<std::atomic<std::uint64_t>[]> clock_seq_out;
   std::unique_ptr<clock_inbox[]> clock_in;
   // This process's run number (every process makes the same sequence of runs): clock reports and announcements
-  // carry it. They are the only messages nobody waits for, so one can outlive its run (a delayed drop report) and,
-  // on a transport whose next run reuses the channel, arrive in the next run: there it is stale and is dropped.
+  // carry it, and team parts. Those are the messages nobody may be waiting for, so one can outlive its run (a delayed
+  // drop report, a part of a refused team operation) and, on a transport whose next run reuses the channel, arrive
+  // in the next run: there it is stale and is dropped.
   std::uint32_t clock_epoch = 0;
 
   void on_message(int src, std::span<const std::byte> bytes) override;

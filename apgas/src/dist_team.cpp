@@ -1,7 +1,8 @@
 // Teams across host places (apgas/team.hpp): the parts of team operations. Every part is one team_contrib message,
 // keyed by (team id, operation number): the members of a team number its operations in the same order (SPMD), so a
-// part that arrives before its receiver reached the operation waits in a slot. The typed operations themselves
-// (which member sends what to whom) are templates in team.hpp; split is here.
+// part that arrives before its receiver reached the operation waits in a slot. A part carries the run's number (an
+// earlier run's is dropped) and the size of its sender's elements. The typed operations themselves (which member
+// sends what to whom) are templates in team.hpp; split, the root check and the waiting are here.
 #include "dist_state.hpp"
 
 #include "obs.hpp"
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -29,6 +31,16 @@ namespace {
 // its root, so that a member at another operation (or with another root) is caught instead of its part being taken.
 constexpr int sig_shift = 48;
 constexpr std::uint64_t seq_mask = (std::uint64_t{1} << sig_shift) - 1;
+
+// A part's failed byte: 0, or its sender's own arguments were wrong, or its sender's root was refused (the part is
+// the sender's error text in both cases). The sender of the last kind does not know the root, so it sends the part to
+// every other member: only a member that waits for a part from it takes it (a root that receives from every member,
+// a member whose root it is); the others drop it.
+constexpr std::uint8_t part_failed = 1;
+constexpr std::uint8_t part_root_refused = 2;
+// team_slot::sigs: no part from that member yet; a part without a signature (part_root_refused).
+constexpr std::int32_t no_part = -1;
+constexpr std::int32_t no_sig = -2;
 
 // A part no activity here will take: its sender was at another operation or named another root, and the member that
 // should have had it waits for it for ever. Stop the job, saying why, rather than hang (there is no activity to
@@ -47,85 +59,75 @@ void size_slot(team_slot& s, int n) {
   if (s.parts.empty()) {
     s.parts.resize(static_cast<std::size_t>(n));
     s.failed.assign(static_cast<std::size_t>(n), 0);
-    s.sigs.assign(static_cast<std::size_t>(n), -1);
+    s.sigs.assign(static_cast<std::size_t>(n), no_part);
+    s.elems.assign(static_cast<std::size_t>(n), 0);
   }
 }
-}  // namespace
 
-void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
-  (void)src;
-  dist_state& d = *g_dist;
-  std::uint64_t team = 0;
-  std::uint64_t seq = 0;
-  std::int32_t from = 0;
-  std::uint8_t failed = 0;
-  r& team& seq& from& failed;
-  if (from < 0 || from >= d.size) {
-    throw serialization_error("apgas: malformed team message: team rank " + std::to_string(from) + " (there are " +
-                              std::to_string(d.size) + " host places)");
+// The first team rank whose part is of another operation or root than `sig`, or -1.
+int mismatched(const std::vector<std::int32_t>& sigs, std::int32_t sig) {
+  for (std::size_t m = 0; m < sigs.size(); ++m) {
+    if (sigs[m] >= 0 && sigs[m] != sig) return static_cast<int>(m);
   }
-  std::vector<std::byte> payload(bytes.begin() + static_cast<std::ptrdiff_t>(r.position()), bytes.end());
-  completion* wake_it = nullptr;
-  const std::uint64_t op = seq & seq_mask;
-  const auto sig = static_cast<std::int32_t>(seq >> sig_shift);
-  {
-    std::lock_guard lock(d.mutex);
-    const team_progress& at = d.team_seqs[team];
-    if (std::find(at.refused.begin(), at.refused.end(), op) != at.refused.end()) return;  // (its waiter has thrown)
-    if (op <= at.done) {
-      stray_part(d.rank, "a part of operation " + std::to_string(op) + " of a team came from team rank " +
-                             std::to_string(from) + ", but this place has finished that operation or receives "
-                             "nothing in it");
-    }
-    team_slot& s = d.team[{team, op}];
-    size_slot(s, d.size);
-    s.sigs[static_cast<std::size_t>(from)] = sig;
-    s.parts[static_cast<std::size_t>(from)] = std::move(payload);
-    s.failed[static_cast<std::size_t>(from)] = failed;
-    s.arrived += 1;
-    if (s.waiter != nullptr && (s.arrived == s.expected || sig != s.sig)) wake_it = std::exchange(s.waiter, nullptr);
-  }
-  if (wake_it != nullptr) wake_it->signal();
+  return -1;
 }
 
-std::uint64_t team_begin(std::uint64_t team, const char* what, int root, bool receives) {
-  require_unrestricted_activity(what);
+// Whether the waiter of s may go on: the parts it waits for have come, or a part of another operation has (it then
+// throws at once).
+bool ready(const team_slot& s) {
+  if (mismatched(s.sigs, s.sig) >= 0) return true;
+  return s.from >= 0 ? s.sigs[static_cast<std::size_t>(s.from)] != no_part : s.arrived >= s.expected;
+}
+
+void record_refused(team_progress& at, std::uint64_t op) {  // (the few most recent such operations are kept)
+  if (at.refused.size() == 64) at.refused.erase(at.refused.begin());
+  at.refused.push_back(op);
+}
+
+std::uint64_t signed_seq(std::uint64_t seq, const char* what, int root) {
   std::uint32_t sig = 2166136261u;  // FNV-1a of the operation's name, then its root
   for (const char* c = what; *c != '\0'; ++c) sig = (sig ^ static_cast<unsigned char>(*c)) * 16777619u;
   sig = (sig ^ static_cast<std::uint32_t>(root + 1)) * 16777619u;
-  dist_state& d = *g_dist;
-  std::lock_guard lock(d.mutex);
-  team_progress& at = d.team_seqs[team];
-  const std::uint64_t seq = ++at.begun & seq_mask;
-  if (!receives) {
-    at.done = seq;
-    // Parts may have come for it already (their senders were at another operation): the same as one that comes now.
-    if (const auto it = d.team.find({team, seq}); it != d.team.end()) {
-      int from = 0;
-      while (from < d.size && it->second.sigs[static_cast<std::size_t>(from)] < 0) ++from;
-      stray_part(d.rank, std::string(what) + " (operation " + std::to_string(seq) + " of a team), in which this "
-                             "place receives nothing, got a part from team rank " + std::to_string(from));
-    }
-  }
   return seq | static_cast<std::uint64_t>((sig ^ (sig >> 16)) & 0xffffu) << sig_shift;
 }
 
-void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes, bool failed) {
-  writer w = message_writer(bytes.size() + 40);  // the whole message at once: no regrowth copies
-  w& msg::team_contrib& team& seq& static_cast<std::int32_t>(from) & static_cast<std::uint8_t>(failed ? 1 : 0);
+void send_part(std::uint64_t team, std::uint64_t seq, std::size_t elem, int from, int to,
+               std::span<const std::byte> bytes, std::uint8_t failed) {
+  writer w = message_writer(bytes.size() + 48);  // the whole message at once: no regrowth copies
+  w& msg::team_contrib& team& seq& g_dist->clock_epoch& static_cast<std::uint32_t>(elem) &
+      static_cast<std::int32_t>(from) & failed;
   w.write_bytes(bytes.data(), bytes.size());
   send(to, std::move(w));
 }
 
-team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
+// The next operation of `team` at this place, refused here (its root): it is numbered as the others number it, and
+// the parts that come for it are dropped.
+std::uint64_t team_skip(std::uint64_t team, const char* what) {
+  require_unrestricted_activity(what);
+  dist_state& d = *g_dist;
+  std::lock_guard lock(d.mutex);
+  team_progress& at = d.team_seqs[team];
+  const std::uint64_t seq = ++at.begun & seq_mask;
+  at.done = seq;
+  record_refused(at, seq);
+  d.team.erase({team, seq});  // (parts that came for it already)
+  return signed_seq(seq, what, -1);
+}
+
+// Wait for the parts of operation `seq` (team_slot::expected, team_slot::from) and take them. `mismatch`: the first
+// team rank whose part is of another operation or root, or -1.
+team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected, int from, int& mismatch) {
   dist_state& d = *g_dist;
   team_parts out;
+  mismatch = -1;
+  const std::uint64_t op = seq & seq_mask;
   const bool traced = obs::on(obs::cat_team);
   if (traced) [[unlikely]]
-    obs::span_begin(obs::cat_team, "team", seq & seq_mask);
+    obs::span_begin(obs::cat_team, "team", op);
   if (expected == 0) {  // a team of one: nothing to wait for (the span still shows the operation)
     out.parts.resize(static_cast<std::size_t>(d.size));
     out.failed.assign(static_cast<std::size_t>(d.size), 0);
+    out.elems.assign(static_cast<std::size_t>(d.size), 0);
     if (traced) [[unlikely]]
       obs::span_end(obs::cat_team);
     return out;
@@ -134,49 +136,115 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected) {
   bool wait = false;
   std::vector<std::int32_t> sigs;
   const auto sig = static_cast<std::int32_t>(seq >> sig_shift);
-  const auto mismatch = [sig](const std::vector<std::int32_t>& got) {
-    return std::any_of(got.begin(), got.end(), [sig](std::int32_t g) { return g >= 0 && g != sig; });
-  };
   {
     std::lock_guard lock(d.mutex);
-    team_slot& s = d.team[{team, seq & seq_mask}];
+    team_slot& s = d.team[{team, op}];
     size_slot(s, d.size);
-    if (s.arrived < expected && !mismatch(s.sigs)) {
-      s.expected = expected;
-      s.sig = sig;
+    s.expected = expected;
+    s.from = from;
+    s.sig = sig;
+    if (!ready(s)) {
       s.waiter = &c;
       wait = true;
     }
   }
   if (wait) c.wait();
-  bool refused = false;
   {
     std::lock_guard lock(d.mutex);
-    auto it = d.team.find({team, seq & seq_mask});
+    auto it = d.team.find({team, op});
     out.parts = std::move(it->second.parts);
     out.failed = std::move(it->second.failed);
+    out.elems = std::move(it->second.elems);
     sigs = std::move(it->second.sigs);
     d.team.erase(it);
     team_progress& at = d.team_seqs[team];
-    at.done = seq & seq_mask;
-    refused = mismatch(sigs);
-    if (refused) {  // (woken early: parts still to come are dropped; the few most recent such operations kept)
-      if (at.refused.size() == 64) at.refused.erase(at.refused.begin());
-      at.refused.push_back(seq & seq_mask);
-    }
+    at.done = op;
+    mismatch = mismatched(sigs, sig);
+    if (mismatch >= 0) record_refused(at, op);  // (woken early: parts still to come are dropped)
   }
   if (traced) [[unlikely]]
     obs::span_end(obs::cat_team);
-  for (std::size_t m = 0; refused && m < sigs.size(); ++m) {
-    if (sigs[m] >= 0 && sigs[m] != sig) {
-      throw illegal_operation_exception(
-          "apgas::team: operation " + std::to_string(seq & seq_mask) + " of this team: the member of team rank " +
-          std::to_string(m) +
-          " sent a part of another operation, or named another root (every member calls the team's operations in "
-          "the same order, with the same root)");
+  if (from >= 0) {  // only `from`'s part is taken: the others are refused roots' (nobody else sends here)
+    for (std::size_t m = 0; m < out.parts.size(); ++m) {
+      if (static_cast<int>(m) == from) continue;
+      out.parts[m].clear();
+      out.failed[m] = 0;
+      out.elems[m] = 0;
     }
   }
   return out;  // this place's own entry stays empty: the caller has its bytes
+}
+}  // namespace
+
+void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
+  (void)src;
+  dist_state& d = *g_dist;
+  std::uint64_t team = 0;
+  std::uint64_t seq = 0;
+  std::uint32_t run = 0;
+  std::uint32_t elem = 0;
+  std::int32_t from = 0;
+  std::uint8_t failed = 0;
+  r& team& seq& run& elem& from& failed;
+  if (run != d.clock_epoch) return;  // a part of an earlier run of these processes (dist_state::clock_epoch)
+  if (from < 0 || from >= d.size || failed > part_root_refused) {
+    throw serialization_error("apgas: malformed team message: team rank " + std::to_string(from) + " (there are " +
+                              std::to_string(d.size) + " host places), failed " + std::to_string(failed));
+  }
+  std::vector<std::byte> payload(bytes.begin() + static_cast<std::ptrdiff_t>(r.position()), bytes.end());
+  completion* wake_it = nullptr;
+  const std::uint64_t op = seq & seq_mask;
+  const auto sig = static_cast<std::int32_t>(seq >> sig_shift);
+  const bool root_refused = failed == part_root_refused;
+  {
+    std::lock_guard lock(d.mutex);
+    const team_progress& at = d.team_seqs[team];
+    if (std::find(at.refused.begin(), at.refused.end(), op) != at.refused.end()) return;  // (its waiter has thrown)
+    if (op <= at.done) {
+      if (root_refused) return;  // (nobody here waited for it)
+      stray_part(d.rank, "a part of operation " + std::to_string(op) + " of a team came from team rank " +
+                             std::to_string(from) + ", but this place has finished that operation or receives "
+                             "nothing in it");
+    }
+    team_slot& s = d.team[{team, op}];
+    size_slot(s, d.size);
+    s.sigs[static_cast<std::size_t>(from)] = root_refused ? no_sig : sig;
+    s.parts[static_cast<std::size_t>(from)] = std::move(payload);
+    s.failed[static_cast<std::size_t>(from)] = failed;
+    s.elems[static_cast<std::size_t>(from)] = elem;
+    s.arrived += 1;
+    if (s.waiter != nullptr && ready(s)) wake_it = std::exchange(s.waiter, nullptr);
+  }
+  if (wake_it != nullptr) wake_it->signal();
+}
+
+std::uint64_t team_begin(std::uint64_t team, const char* what, int root, bool receives) {
+  require_unrestricted_activity(what);
+  dist_state& d = *g_dist;
+  std::lock_guard lock(d.mutex);
+  team_progress& at = d.team_seqs[team];
+  const std::uint64_t seq = ++at.begun & seq_mask;
+  if (!receives) {
+    at.done = seq;
+    // Parts may have come for it already (their senders were at another operation): the same as one that comes now.
+    // Those of members whose root was refused are dropped, as they are when they come later.
+    if (const auto it = d.team.find({team, seq}); it != d.team.end()) {
+      int from = 0;
+      while (from < d.size && it->second.sigs[static_cast<std::size_t>(from)] < 0) ++from;
+      if (from == d.size) {
+        d.team.erase(it);
+      } else {
+        stray_part(d.rank, std::string(what) + " (operation " + std::to_string(seq) + " of a team), in which this "
+                               "place receives nothing, got a part from team rank " + std::to_string(from));
+      }
+    }
+  }
+  return signed_seq(seq, what, root);
+}
+
+void team_send(std::uint64_t team, std::uint64_t seq, std::size_t elem, int from, int to,
+               std::span<const std::byte> bytes, bool failed) {
+  send_part(team, seq, elem, from, to, bytes, failed ? part_failed : 0);
 }
 
 std::uint64_t team_split_counter() {
@@ -188,15 +256,18 @@ std::uint64_t team_split_counter() {
 int team_rank() noexcept { return g_dist != nullptr ? g_dist->rank : 0; }
 int team_size() noexcept { return g_dist != nullptr ? g_dist->size : 1; }
 
-void team_failed(const char* what, int place, const std::vector<std::byte>& text) {
-  throw illegal_operation_exception(
-      std::string(what) + ": place " + std::to_string(place) +
-      " was called with wrong arguments: " + std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+std::size_t team_records() noexcept {
+  if (g_dist == nullptr) return 0;
+  std::lock_guard lock(g_dist->mutex);
+  return g_dist->team_seqs.size();
 }
 
-void team_wrong_length(const char* what, int place, std::size_t got, std::size_t expected) {
-  throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(place) + " gave " +
-                                    std::to_string(got) + " elements, this place expects " + std::to_string(expected));
+void team_wrong_length(const char* what, int place, std::size_t got_bytes, std::size_t expected, std::size_t elem) {
+  const std::string got = got_bytes % elem == 0 ? std::to_string(got_bytes / elem) + " elements"
+                                                : std::to_string(got_bytes) + " bytes, not a whole number of " +
+                                                      std::to_string(elem) + "-byte elements";
+  throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(place) + " gave " + got +
+                                    ", this place expects " + std::to_string(expected));
 }
 
 std::string team_counts_error(const char* what, std::span<const std::size_t> counts, int size, const char* buffer,
@@ -229,25 +300,87 @@ std::string team_counts_error(const char* what, std::span<const std::size_t> cou
 
 namespace apgas {
 
+namespace {
+// The deleter of a sub-team's member list, shared by the copies of the team at one place: when the last goes, so
+// does the place's record of the team (if it is of this run: a team kept past its run has no record in the next).
+struct forget_team {
+  std::uint64_t id;
+  std::uint32_t run;
+  void operator()(const std::vector<int>* members) const noexcept {
+    delete members;
+    detail::dist_state* d = detail::g_dist;
+    if (d == nullptr || d->clock_epoch != run) return;
+    std::lock_guard lock(d->mutex);
+    d->team_seqs.erase(id);
+    // (parts kept for it: only ever of operations this place never called, the members' misuse)
+    d->team.erase(d->team.lower_bound({id, 0}), d->team.lower_bound({id + 1, 0}));
+  }
+};
+}  // namespace
+
 void team::fail(const std::string& err) { throw illegal_operation_exception(err); }
 
 int team::root_rank(const char* what, place root) const {
-  const place p = place_of(root.id());  // bad_place_exception if it is no place
-  if (!p.is_host()) {
-    throw bad_place_exception(std::string(what) +
-                              ": the root must be a host place (a team is one activity per "
-                              "host place); place " +
-                              std::to_string(root.id()) + " is a GPU place");
-  }
-  const int r = rank_of(root);
-  if (r < 0) {
+  std::string err;
+  const int id = root.id();
+  const int all = static_cast<int>(all_places().size());
+  if (id < 0 || id >= all) {
+    err = std::string(what) + ": the root, place " + std::to_string(id) + ", is not a place (there are " +
+          std::to_string(all) + " places, ids 0.." + std::to_string(all - 1) + ")";
+  } else if (!root.is_host()) {
+    err = std::string(what) + ": the root must be a host place (a team is one activity per host place); place " +
+          std::to_string(id) + " is a GPU place";
+  } else if (const int r = rank_of(root); r >= 0) {
+    return r;
+  } else {
     std::string list;
     for (int i = 0; i < size_ && i < 16; ++i) list += (i == 0 ? "" : ", ") + std::to_string(place_at(i));
     if (size_ > 16) list += ", ...";
-    throw bad_place_exception(std::string(what) + ": the root, place " + std::to_string(root.id()) +
-                              ", is not in this team of " + std::to_string(size_) + " places (" + list + ")");
+    err = std::string(what) + ": the root, place " + std::to_string(id) + ", is not in this team of " +
+          std::to_string(size_) + " places (" + list + ")";
   }
-  return r;
+  // Refused here. The operation still takes its number, as at the other members (whose roots may be right), so that
+  // this place's next operation is in step with theirs; and they are told, in case one waits for a part from here.
+  const std::uint64_t seq = detail::team_skip(id_, what);
+  for (int i = 0; i < size_; ++i) {
+    if (i != rank_) {
+      detail::send_part(id_, seq, 1, rank_, place_at(i), std::as_bytes(std::span<const char>(err)),
+                        detail::part_root_refused);
+    }
+  }
+  throw bad_place_exception(err);
+}
+
+detail::team_parts team::wait(const char* what, std::uint64_t seq, int expected, int from) const {
+  int m = -1;
+  detail::team_parts tp = detail::team_wait(id_, seq, expected, from, m);
+  if (m >= 0) {
+    throw illegal_operation_exception(
+        std::string(what) + " (operation " + std::to_string(seq & detail::seq_mask) +
+        " of this team): the member of team rank " + std::to_string(m) + " (place " + std::to_string(place_at(m)) +
+        ") sent a part of another operation, or named another root (every member calls the team's operations in "
+        "the same order, with the same root)");
+  }
+  return tp;
+}
+
+void team::check_parts(const char* what, const detail::team_parts& tp, std::size_t elem) const {
+  for (std::size_t i = 0; i < tp.failed.size(); ++i) {
+    if (tp.failed[i] != 0) {
+      throw illegal_operation_exception(
+          std::string(what) + ": place " + std::to_string(place_at(static_cast<int>(i))) +
+          " was called with wrong arguments: " +
+          std::string(reinterpret_cast<const char*>(tp.parts[i].data()), tp.parts[i].size()));
+    }
+  }
+  for (std::size_t i = 0; i < tp.elems.size(); ++i) {
+    if (tp.elems[i] != 0 && tp.elems[i] != elem) {
+      throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(place_at(static_cast<int>(i))) +
+                                        " passed elements of " + std::to_string(tp.elems[i]) +
+                                        " bytes, this place's are " + std::to_string(elem) +
+                                        " bytes (every member passes the same element type)");
+    }
+  }
 }
 
 team team::split(int color, int key) {
@@ -265,7 +398,7 @@ team team::split(int color, int key) {
     if (p != rank_) {
       const std::vector<std::byte>& b = parts[static_cast<std::size_t>(p)];
       if (b.size() != sizeof(entry))
-        detail::team_wrong_length("apgas::team::split", place_at(p), b.size(), sizeof(entry));
+        detail::team_wrong_length("apgas::team::split", place_at(p), b.size(), 1, sizeof(entry));
       std::memcpy(&e, b.data(), sizeof e);
     }
     if (e.color == color) same.emplace_back(e, p);
@@ -273,7 +406,7 @@ team team::split(int color, int key) {
   std::stable_sort(same.begin(), same.end(), [](const auto& a, const auto& b) {
     return a.first.key != b.first.key ? a.first.key < b.first.key : a.second < b.second;
   });
-  auto members = std::make_shared<std::vector<int>>();
+  auto members = std::make_unique<std::vector<int>>();
   team t;
   for (const auto& [e, p] : same) {
     if (p == rank_) t.rank_ = static_cast<int>(members->size());
@@ -285,7 +418,8 @@ team team::split(int color, int key) {
   t.id_ = (static_cast<std::uint64_t>(place_at(lead.second)) + 1) << 40 |
           (lead.first.counter & ((std::uint64_t{1} << 40) - 1));
   t.size_ = static_cast<int>(members->size());
-  t.members_ = std::move(members);
+  t.members_ =
+      std::shared_ptr<const std::vector<int>>(members.release(), forget_team{t.id_, detail::g_dist->clock_epoch});
   return t;
 }
 

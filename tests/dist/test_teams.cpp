@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <apgas/apgas.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using apgas_test::run_everywhere;
@@ -411,7 +413,11 @@ TEST(Team, MisuseIsReportedWhereItHappens) {
         w.reduce(
             std::span<long>(v), [](long a, long b) { return a + b; }, apgas::place(n + 5));
         ADD_FAILURE() << "reduce to place " << n + 5;
-      } catch (const apgas::bad_place_exception&) {
+      } catch (const apgas::bad_place_exception& e) {
+        EXPECT_NE(std::string(e.what()).find("apgas::team::reduce: the root, place " + std::to_string(n + 5) +
+                                             ", is not a place"),
+                  std::string::npos)
+            << e.what();
       }
       apgas::team par = w.split(me % 2, 0);
       const apgas::place outside(me % 2 == 0 ? 1 : 0);  // a place of the other parity
@@ -516,10 +522,36 @@ TEST(Team, MisuseIsReportedWhereItHappens) {
           }
         } catch (const apgas::illegal_operation_exception& e) {
           EXPECT_EQ(me, 0) << e.what();
-          EXPECT_NE(std::string(e.what()).find("the member of team rank 1 sent a part of another operation, or named "
-                                               "another root"),
+          EXPECT_NE(std::string(e.what()).find("apgas::team::reduce (operation "), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("the member of team rank 1 (place 1) sent a part of another operation, "
+                                               "or named another root"),
                     std::string::npos)
               << e.what();
+        }
+      }
+      // The same in a sub-team whose ranks are not the places (every place, in reverse order): the error names this
+      // place's operation and the sender's team rank and place.
+      {
+        apgas::team rev = w.split(0, -me);
+        std::vector<long> mine(2, me), all(static_cast<std::size_t>(n) * 2);
+        try {
+          if (me == 0) {
+            rev.allreduce(std::span<long>(mine), [](long x, long y) { return x + y; });
+          } else {
+            rev.allgather(std::span<const long>(mine), std::span<long>(all));
+          }
+          ADD_FAILURE() << "allreduce against allgather in a sub-team";
+        } catch (const apgas::illegal_operation_exception& e) {
+          const std::string s = e.what();
+          EXPECT_EQ(s.find(me == 0 ? "apgas::team::allreduce" : "apgas::team::allgather"), 0u) << s;
+          // (place 0 names the first member whose part came: team rank r is place n - 1 - r)
+          bool named = false;
+          for (int r = 0; r < n; ++r) {
+            const std::string who = "the member of team rank " + std::to_string(r) + " (place " +
+                                    std::to_string(n - 1 - r) + ") sent a part of another operation";
+            named = named || (s.find(who) != std::string::npos && (me == 0 ? r != n - 1 : r == n - 1));
+          }
+          EXPECT_TRUE(named) << s;
         }
       }
       // The team still works afterwards: every member went through every operation.
@@ -527,6 +559,152 @@ TEST(Team, MisuseIsReportedWhereItHappens) {
       w.allreduce(std::span<long>(s), [](long x, long y) { return x + y; });
       EXPECT_EQ(s[1], static_cast<long>(n) * (n - 1) / 2);
       w.barrier();
+    });
+  });
+}
+
+// A member whose root is refused (no place) still uses up the operation's number, as the others do: its next
+// operation is in step with theirs. A root that receives from it learns why it got nothing.
+TEST(Team, AMemberWhoseRootIsRefusedStaysInStep) {
+  run_everywhere([] {
+    spmd([] {
+      apgas::team w = apgas::team::world();
+      const int me = w.rank();
+      const int n = w.size();
+      const int bad = n + 96;  // no place
+      // A broadcast from place 0, place 1 naming a root that is no place: place 1 throws, the others get the data.
+      std::vector<long> v(2, me == 0 ? 111 : -1);
+      try {
+        w.broadcast(std::span<long>(v), apgas::place(me == 1 ? bad : 0));
+        EXPECT_NE(me, 1) << "a broadcast from place " << bad;
+        EXPECT_EQ(v[0], 111);
+      } catch (const apgas::bad_place_exception& e) {
+        EXPECT_EQ(me, 1) << e.what();
+        EXPECT_NE(std::string(e.what()).find("apgas::team::broadcast: the root, place " + std::to_string(bad)),
+                  std::string::npos)
+            << e.what();
+      }
+      // The next broadcast, from place 0 everywhere: every member gets its data, not the previous one's.
+      v.assign(2, me == 0 ? 222 : -1);
+      w.broadcast(std::span<long>(v), apgas::place(0));
+      EXPECT_EQ(v[0], 222);
+      // A reduce to place 0, place 1 naming a root that is no place: place 0 throws naming place 1 (instead of waiting
+      // for its part), the others have sent theirs.
+      std::vector<long> r(2, 1);
+      try {
+        w.reduce(
+            std::span<long>(r), [](long a, long b) { return a + b; }, apgas::place(me == 1 ? -7 : 0));
+        EXPECT_GE(me, 2) << "a reduce with a refused root at place 1";
+      } catch (const apgas::bad_place_exception& e) {
+        EXPECT_EQ(me, 1) << e.what();
+      } catch (const apgas::illegal_operation_exception& e) {
+        EXPECT_EQ(me, 0) << e.what();
+        EXPECT_NE(std::string(e.what()).find("place 1 was called with wrong arguments: apgas::team::reduce: the root"),
+                  std::string::npos)
+            << e.what();
+      }
+      // Every member is in step.
+      std::vector<long> s(2, me);
+      w.allreduce(std::span<long>(s), [](long x, long y) { return x + y; });
+      EXPECT_EQ(s[1], static_cast<long>(n) * (n - 1) / 2);
+    });
+  });
+}
+
+// Members passing elements of different sizes are refused, naming the sizes, instead of combining the bytes.
+TEST(Team, MembersWithDifferentElementSizesAreRefused) {
+  run_everywhere([] {
+    spmd([] {
+      apgas::team w = apgas::team::world();
+      const int me = w.rank();
+      const int n = w.size();
+      // allreduce: place 0 with one long, the others with two ints (the same bytes).
+      try {
+        if (me == 0) {
+          std::vector<long> v(1, 5);
+          w.allreduce(std::span<long>(v), [](long a, long b) { return a + b; });
+        } else {
+          std::vector<int> v(2, 7);
+          w.allreduce(std::span<int>(v), [](int a, int b) { return a + b; });
+        }
+        ADD_FAILURE() << "an allreduce of longs against ints";
+      } catch (const apgas::illegal_operation_exception& e) {
+        EXPECT_NE(std::string(e.what()).find(me == 0 ? "place 1 passed elements of 4 bytes, this place's are 8 bytes"
+                                                     : "place 0 passed elements of 8 bytes, this place's are 4 bytes"),
+                  std::string::npos)
+            << e.what();
+      }
+      // gather to place 0, place 1 giving 16 chars for 2 longs: the root throws naming it; the others have sent.
+      std::vector<long> out(me == 0 ? 2 * static_cast<std::size_t>(n) : 0);
+      try {
+        if (me == 1) {
+          std::vector<char> c(16, 1), none;
+          w.gather(std::span<const char>(c), std::span<char>(none), apgas::place(0));
+        } else {
+          std::vector<long> mine(2, me);
+          w.gather(std::span<const long>(mine), std::span<long>(out), apgas::place(0));
+        }
+        EXPECT_NE(me, 0) << "a gather of longs and chars";
+      } catch (const apgas::illegal_operation_exception& e) {
+        EXPECT_EQ(me, 0) << e.what();
+        EXPECT_NE(std::string(e.what()).find("apgas::team::gather: place 1 passed elements of 1 bytes, this place's "
+                                             "are 8 bytes"),
+                  std::string::npos)
+            << e.what();
+      }
+      std::vector<long> s(2, me);
+      w.allreduce(std::span<long>(s), [](long x, long y) { return x + y; });
+      EXPECT_EQ(s[1], static_cast<long>(n) * (n - 1) / 2);
+    });
+  });
+}
+
+// A place keeps a record of a sub-team only while a copy of the team lives there.
+TEST(Team, ASubTeamsRecordGoesWithItsLastCopy) {
+  run_everywhere([] {
+    spmd([] {
+      apgas::team w = apgas::team::world();
+      w.barrier();
+      const std::size_t before = apgas::detail::team_records();
+      for (int i = 0; i < 20; ++i) {
+        apgas::team t = w.split(w.rank() % 2, 0);
+        t.barrier();
+        const apgas::team copy = t;
+        EXPECT_EQ(apgas::detail::team_records(), before + 1);
+      }
+      EXPECT_EQ(apgas::detail::team_records(), before);
+    });
+  });
+}
+
+// Parts of a run's last team operation that are still in flight when the run ends (members at different operations,
+// large parts, one member late) are not taken in the next run, whose teams number their operations from 1 again.
+TEST(Team, PartsOfAnEarlierRunAreNotTakenInTheNext) {
+  run_everywhere([] {
+    spmd([] {
+      apgas::team w = apgas::team::world();
+      const std::size_t k = 200000;  // 1.6 MB: by rendezvous in pieces
+      std::vector<long> mine(k, 7), all(k * static_cast<std::size_t>(w.size()));
+      if (w.rank() == w.size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      try {
+        if (w.rank() == 0) {
+          w.allreduce(std::span<long>(mine), [](long a, long b) { return a + b; });
+        } else {
+          w.allgather(std::span<const long>(mine), std::span<long>(all));
+        }
+        ADD_FAILURE() << "allreduce against allgather";
+      } catch (const apgas::illegal_operation_exception&) {
+      }
+    });
+  });
+  run_everywhere([] {
+    spmd([] {
+      apgas::team w = apgas::team::world();
+      for (int i = 0; i < 3; ++i) {
+        std::vector<long> mine(4, 1000 + w.rank()), all(4 * static_cast<std::size_t>(w.size()));
+        w.allgather(std::span<const long>(mine), std::span<long>(all));
+        for (int m = 0; m < w.size(); ++m) EXPECT_EQ(all[4 * static_cast<std::size_t>(m)], 1000 + m);
+      }
     });
   });
 }

@@ -9,18 +9,24 @@
 /// every other member. Results are bit-identical at every place (parts are combined in team rank order).
 ///
 /// Every member passes the same root and the same element type; lengths may differ only where a `v` form says so.
-/// Errors name the value and the limit. A wrong root (not a place, a GPU place, not a member) that every member
-/// passes is refused before anything is sent (illegal_operation_exception, bad_place_exception). Members are not
-/// checked against each other before anything is sent; a part of another operation or root than the receiver's (at
-/// the same point of the team's sequence) is refused with illegal_operation_exception naming the sender's team rank,
-/// as soon as it arrives (the receiver does not wait for the parts still missing). A part that reaches a place which
+/// Errors name the value and the limit. A wrong root (not a place, a GPU place, not a member) is refused with
+/// bad_place_exception at the member that passes it, which still uses up the operation (its next operation is in step
+/// with the others') and tells the other members, marked as failed: a member waiting for a part from it (a root that
+/// receives from every member, a member whose root it is) throws illegal_operation_exception naming it instead of
+/// waiting for ever; the others go on. Members are not checked against each other before
+/// anything is sent; a part of another operation or root than the receiver's (at the same point of the team's
+/// sequence) is refused with illegal_operation_exception naming this place's operation and the sender's team rank
+/// and place, as soon as it arrives (the receiver does not wait for the parts still missing). A part whose elements
+/// have another size than the receiver's (`int` against `long`) is refused with illegal_operation_exception naming
+/// both sizes (elements of the same size but of other types are not told apart). A part that reaches a place which
 /// receives nothing in that operation (e.g. a reduce to another root), or has finished it, means that its rightful
 /// receiver would wait for ever: that place stops the job with exit code 3 and a message saying so. Members that are
 /// all waiting, each for a part none of them sends (a reduce to place 0 at place 0, a broadcast from place 0 at the
 /// others), still wait for ever. A member whose own arguments are wrong
 /// (a length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
 /// illegal_operation_exception; a member that receives a failed part, or a part of the wrong length, throws
-/// illegal_operation_exception naming the other place.
+/// illegal_operation_exception naming the other place. A team's parts carry the run's number: a part still in flight
+/// when its apgas::run ends is dropped in the next run of the same processes.
 
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
@@ -43,26 +49,28 @@ namespace detail {
 /// The parts that arrived for one operation of a team, by team rank (dist_team.cpp).
 struct team_parts {
   std::vector<std::vector<std::byte>> parts;
-  std::vector<std::uint8_t> failed;  // the sender's own arguments were wrong; its part is the message
+  std::vector<std::uint8_t> failed;  // the sender's own arguments (or its root) were wrong; its part is the message
+  std::vector<std::uint32_t> elems;  // the size of the sender's elements
 };
 /// The next operation of team `team` at this place (checks that the caller is an unrestricted activity). The number
-/// carries a signature of `what` and `root` (-1: none) in its top 16 bits: team_wait refuses a part sent by a member
+/// carries a signature of `what` and `root` (-1: none) in its top 16 bits: team::wait refuses a part sent by a member
 /// that was at another operation, or named another root, at that point. `receives`: whether this place takes parts
-/// in it (team_wait); a part that comes for an operation in which it takes none, or that it has finished, stops the
+/// in it (team::wait); a part that comes for an operation in which it takes none, or that it has finished, stops the
 /// job with a message (its sender was at another operation or named another root, and whoever should have had the
 /// part would wait for ever).
 std::uint64_t team_begin(std::uint64_t team, const char* what, int root = -1, bool receives = true);
-/// One part of operation `seq` from team rank `from` to place `to`.
-void team_send(std::uint64_t team, std::uint64_t seq, int from, int to, std::span<const std::byte> bytes,
-               bool failed = false);
-/// Wait until `expected` parts of operation `seq` have arrived, and take them.
-team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected);
+/// One part of operation `seq`, of elements of `elem` bytes, from team rank `from` to place `to`.
+void team_send(std::uint64_t team, std::uint64_t seq, std::size_t elem, int from, int to,
+               std::span<const std::byte> bytes, bool failed = false);
 /// A fresh number for a team split at this place.
 std::uint64_t team_split_counter();
 int team_rank() noexcept;
 int team_size() noexcept;
-[[noreturn]] void team_failed(const char* what, int place, const std::vector<std::byte>& text);
-[[noreturn]] void team_wrong_length(const char* what, int place, std::size_t got, std::size_t expected);
+/// The teams this place keeps a record of (the world team's and each sub-team's that a copy of still lives here, once
+/// it was used): for tests.
+std::size_t team_records() noexcept;
+[[noreturn]] void team_wrong_length(const char* what, int place, std::size_t got_bytes, std::size_t expected,
+                                    std::size_t elem);
 // The root's check of a v form's counts (gatherv: `buffer` "out", scatterv: "in"): one count per member, adding up
 // to the buffer's length, the root's own count that of its part (`own` names it). Empty when they are right.
 std::string team_counts_error(const char* what, std::span<const std::size_t> counts, int size, const char* buffer,
@@ -149,18 +157,22 @@ class team {
  private:
   team() = default;
   int place_at(int i) const noexcept { return members_ ? (*members_)[static_cast<std::size_t>(i)] : i; }
+  /// The team rank of `root`. A root that is no host place of this team is refused (bad_place_exception) after the
+  /// operation has been numbered here and the other members told (dist_team.cpp).
   int root_rank(const char* what, place root) const;
-  void check_parts(const char* what, const detail::team_parts& tp) const {
-    for (std::size_t i = 0; i < tp.failed.size(); ++i) {
-      if (tp.failed[i] != 0) detail::team_failed(what, place_at(static_cast<int>(i)), tp.parts[i]);
-    }
-  }
+  /// Wait for the parts of operation `seq`: `expected` of them, or, when `from` is a team rank, that member's part
+  /// only. Throws illegal_operation_exception if a member sent a part of another operation or root.
+  detail::team_parts wait(const char* what, std::uint64_t seq, int expected, int from = -1) const;
+  /// Throws illegal_operation_exception if a part is failed (its sender's arguments were wrong) or of elements of
+  /// another size than `elem`.
+  void check_parts(const char* what, const detail::team_parts& tp, std::size_t elem) const;
   /// Send `bytes` (or, when err is not empty, the failure text) to member i.
-  void send_to(std::uint64_t seq, int i, std::span<const std::byte> bytes, const std::string& err) const {
+  void send_to(std::uint64_t seq, std::size_t elem, int i, std::span<const std::byte> bytes,
+               const std::string& err) const {
     if (err.empty()) {
-      detail::team_send(id_, seq, rank_, place_at(i), bytes);
+      detail::team_send(id_, seq, elem, rank_, place_at(i), bytes);
     } else {
-      detail::team_send(id_, seq, rank_, place_at(i), std::as_bytes(std::span<const char>(err)), true);
+      detail::team_send(id_, seq, elem, rank_, place_at(i), std::as_bytes(std::span<const char>(err)), true);
     }
   }
   [[noreturn]] static void fail(const std::string& err);
@@ -181,11 +193,11 @@ std::vector<std::vector<std::byte>> team::allgather_parts(const char* what, std:
                                                           const std::string& err) {
   const std::uint64_t seq = detail::team_begin(id_, what);
   for (int i = 0; i < size_; ++i) {
-    if (i != rank_) send_to(seq, i, std::as_bytes(mine), err);
+    if (i != rank_) send_to(seq, sizeof(T), i, std::as_bytes(mine), err);
   }
-  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp);
+  check_parts(what, tp, sizeof(T));
   return std::move(tp.parts);
 }
 
@@ -200,7 +212,7 @@ void team::allreduce(std::span<T> inout, Op op) {
   const std::size_t me = static_cast<std::size_t>(rank_);
   for (std::size_t p = 0; p < n; ++p) {
     if (p != me && parts[p].size() != inout.size_bytes()) {
-      detail::team_wrong_length(what, place_at(static_cast<int>(p)), parts[p].size() / sizeof(T), inout.size());
+      detail::team_wrong_length(what, place_at(static_cast<int>(p)), parts[p].size(), inout.size(), sizeof(T));
     }
   }
   if (n < 2) return;
@@ -243,15 +255,14 @@ void team::reduce(std::span<T> inout, Op op, place root) {
   const int r = root_rank(what, root);
   const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, r, std::as_bytes(inout), {});
+    send_to(seq, sizeof(T), r, std::as_bytes(inout), {});
     return;
   }
-  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
-  check_parts(what, tp);
+  detail::team_parts tp = wait(what, seq, size_ - 1);
+  check_parts(what, tp, sizeof(T));
   for (int p = 0; p < size_; ++p) {
     const std::size_t got = tp.parts[static_cast<std::size_t>(p)].size();
-    if (p != r && got != inout.size_bytes())
-      detail::team_wrong_length(what, place_at(p), got / sizeof(T), inout.size());
+    if (p != r && got != inout.size_bytes()) detail::team_wrong_length(what, place_at(p), got, inout.size(), sizeof(T));
   }
   if (size_ < 2 || inout.empty()) return;
   // Rank order, as allreduce: acc = part0 op part1 op ... (the root's own part at its rank).
@@ -287,15 +298,14 @@ void team::broadcast(std::span<T> data, place root) {
   const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ != r);
   if (rank_ == r) {
     for (int i = 0; i < size_; ++i) {
-      if (i != r) send_to(seq, i, std::as_bytes(data), {});
+      if (i != r) send_to(seq, sizeof(T), i, std::as_bytes(data), {});
     }
     return;
   }
-  detail::team_parts tp = detail::team_wait(id_, seq, 1);
-  check_parts(what, tp);
+  detail::team_parts tp = wait(what, seq, 1, r);
+  check_parts(what, tp, sizeof(T));
   const std::vector<std::byte>& from = tp.parts[static_cast<std::size_t>(r)];
-  if (from.size() != data.size_bytes())
-    detail::team_wrong_length(what, root.id(), from.size() / sizeof(T), data.size());
+  if (from.size() != data.size_bytes()) detail::team_wrong_length(what, root.id(), from.size(), data.size(), sizeof(T));
   if (!data.empty()) std::memcpy(data.data(), from.data(), data.size_bytes());
 }
 
@@ -306,7 +316,7 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
   const int r = root_rank(what, root);
   const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, r, std::as_bytes(mine), {});
+    send_to(seq, sizeof(T), r, std::as_bytes(mine), {});
     return;
   }
   const std::size_t k = mine.size();
@@ -315,16 +325,16 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
     err = std::string(what) + ": out holds " + std::to_string(out.size()) + " elements at the root, expected " +
           std::to_string(size_) + " members x " + std::to_string(k) + " = " + std::to_string(k * size_);
   }
-  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp);
+  check_parts(what, tp, sizeof(T));
   for (int p = 0; p < size_; ++p) {
     const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(p)];
     if (p == r) {
       if (k != 0) std::memcpy(out.data() + static_cast<std::size_t>(p) * k, mine.data(), mine.size_bytes());
       continue;
     }
-    if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, place_at(p), b.size() / sizeof(T), k);
+    if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, place_at(p), b.size(), k, sizeof(T));
     if (k != 0) std::memcpy(out.data() + static_cast<std::size_t>(p) * k, b.data(), b.size());
   }
 }
@@ -337,21 +347,21 @@ void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> o
   const int r = root_rank(what, root);
   const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, r, std::as_bytes(mine), {});
+    send_to(seq, sizeof(T), r, std::as_bytes(mine), {});
     return;
   }
   const std::string err =
       detail::team_counts_error(what, counts, size_, "out holds", out.size(), r, mine.size(), "the root gives");
-  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp);
+  check_parts(what, tp, sizeof(T));
   std::size_t off = 0;
   for (int p = 0; p < size_; ++p) {
     const std::size_t c = counts[static_cast<std::size_t>(p)];
     const std::byte* src =
         p == r ? reinterpret_cast<const std::byte*>(mine.data()) : tp.parts[static_cast<std::size_t>(p)].data();
     const std::size_t got = p == r ? mine.size_bytes() : tp.parts[static_cast<std::size_t>(p)].size();
-    if (got != c * sizeof(T)) detail::team_wrong_length(what, place_at(p), got / sizeof(T), c);
+    if (got != c * sizeof(T)) detail::team_wrong_length(what, place_at(p), got, c, sizeof(T));
     if (c != 0) std::memcpy(out.data() + off, src, got);
     off += c;
   }
@@ -373,7 +383,7 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
     for (int i = 0; i < size_; ++i) {
       if (i != r)
         send_to(
-            seq, i,
+            seq, sizeof(T), i,
             err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
             err);
     }
@@ -381,10 +391,10 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
     if (k != 0) std::memcpy(mine.data(), in.data() + static_cast<std::size_t>(r) * k, mine.size_bytes());
     return;
   }
-  detail::team_parts tp = detail::team_wait(id_, seq, 1);
-  check_parts(what, tp);
+  detail::team_parts tp = wait(what, seq, 1, r);
+  check_parts(what, tp, sizeof(T));
   const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(r)];
-  if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size() / sizeof(T), k);
+  if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size(), k, sizeof(T));
   if (k != 0) std::memcpy(mine.data(), b.data(), b.size());
 }
 
@@ -401,17 +411,18 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
     std::size_t off = 0;
     for (int i = 0; i < size_; ++i) {
       const std::size_t c = err.empty() ? counts[static_cast<std::size_t>(i)] : 0;
-      if (i != r) send_to(seq, i, err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
+      if (i != r)
+        send_to(seq, sizeof(T), i, err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
       if (i == r && c != 0) std::memcpy(mine.data(), in.data() + off, c * sizeof(T));
       off += c;
     }
     if (!err.empty()) fail(err);
     return;
   }
-  detail::team_parts tp = detail::team_wait(id_, seq, 1);
-  check_parts(what, tp);
+  detail::team_parts tp = wait(what, seq, 1, r);
+  check_parts(what, tp, sizeof(T));
   const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(r)];
-  if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size() / sizeof(T), mine.size());
+  if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size(), mine.size(), sizeof(T));
   if (!mine.empty()) std::memcpy(mine.data(), b.data(), b.size());
 }
 
@@ -433,7 +444,7 @@ void team::allgather(std::span<const std::type_identity_t<T>> mine, std::span<T>
       if (k != 0) std::memcpy(out.data() + static_cast<std::size_t>(p) * k, mine.data(), mine.size_bytes());
       continue;
     }
-    if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, place_at(p), b.size() / sizeof(T), k);
+    if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, place_at(p), b.size(), k, sizeof(T));
     if (k != 0) std::memcpy(out.data() + static_cast<std::size_t>(p) * k, b.data(), b.size());
   }
 }
@@ -456,14 +467,14 @@ void team::alltoall(std::span<const std::type_identity_t<T>> in, std::span<T> ou
   for (int i = 0; i < size_; ++i) {
     if (i != rank_) {
       send_to(
-          seq, i,
+          seq, sizeof(T), i,
           err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
           err);
     }
   }
-  detail::team_parts tp = detail::team_wait(id_, seq, size_ - 1);
+  detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp);
+  check_parts(what, tp, sizeof(T));
   for (int p = 0; p < size_; ++p) {
     T* to = out.data() + static_cast<std::size_t>(p) * k;
     if (p == rank_) {
@@ -471,7 +482,7 @@ void team::alltoall(std::span<const std::type_identity_t<T>> in, std::span<T> ou
       continue;
     }
     const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(p)];
-    if (b.size() != k * sizeof(T)) detail::team_wrong_length(what, place_at(p), b.size() / sizeof(T), k);
+    if (b.size() != k * sizeof(T)) detail::team_wrong_length(what, place_at(p), b.size(), k, sizeof(T));
     if (k != 0) std::memcpy(to, b.data(), b.size());
   }
 }
@@ -493,7 +504,7 @@ int team::index_of_best(const char* what, const T& value, int index, Better bett
       e = mine;
     } else {
       const std::vector<std::byte>& b = parts[static_cast<std::size_t>(p)];
-      if (b.size() != sizeof(entry)) detail::team_wrong_length(what, place_at(p), b.size() / sizeof(entry), 1);
+      if (b.size() != sizeof(entry)) detail::team_wrong_length(what, place_at(p), b.size(), 1, sizeof(entry));
       std::memcpy(&e, b.data(), sizeof(entry));
     }
     if (first || better(e.value, best.value) || (!better(best.value, e.value) && e.index < best.index)) best = e;
