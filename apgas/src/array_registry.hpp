@@ -20,6 +20,18 @@ namespace apgas::detail {
 
 class array_registry {
  public:
+  /// `after`: the serials start after it (those of an earlier registry of the same memory are not given again).
+  explicit array_registry(std::uint32_t after = 0) : next_(after) {}
+
+  /// The last serial given (the constructor's `after` when none was).
+  std::uint32_t last_serial() const noexcept { return next_; }
+
+  /// f(base) for each live array.
+  template <class F>
+  void for_each(F f) const {
+    for (const auto& [base, e] : arrays_) f(base);
+  }
+
   /// Registers the array [base, base + bytes); returns its serial.
   std::uint32_t add(std::uintptr_t base, std::size_t bytes) {
     if (++next_ == 0) next_ = 1;

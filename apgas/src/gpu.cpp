@@ -7,7 +7,8 @@
 // then); a later run with another GPU configuration replaces it. g_arrays holds one registry per GPU of this host
 // during a run (the remote arrays made there: address, size, serial), so that a copy or free through a handle whose
 // array was freed is refused here, before the backend sees it, as for a host place's arrays (array_registry.hpp).
-// g_queues holds the in-order queues made in the run and not yet released, each once: a queue is released once, by
+// Serials are unique in the process, not only in a run: a handle kept from an earlier run (whose arrays gpu_stop
+// freed) is refused even where a new array has its address. g_queues holds the in-order queues made in the run and not yet released, each once: a queue is released once, by
 // its handle in its run or by gpu_stop (so a stream id is never on the backend's free list twice).
 #include "array_registry.hpp"
 #include "gpu_runtime.hpp"
@@ -38,6 +39,7 @@ accelerator* g_active = nullptr;
 int g_first = 0;
 std::mutex g_arrays_mutex;
 std::vector<array_registry> g_arrays;  // by local GPU index, during a run
+std::uint32_t g_last_serial = 0;        // (under g_arrays_mutex) the highest serial given in an earlier run
 std::vector<std::pair<int, int>> g_queues;  // (under g_arrays_mutex) the queues of this run not released: (GPU, id)
 
 std::string gpu_name(place p) { return "GPU place " + std::to_string(p.id()); }
@@ -71,7 +73,8 @@ int local_gpu(place p, const char* what) {
 
 accelerator& accelerator_for_run(const config& cfg) {
   holder& h = g_holder;
-  if (h.acc == nullptr || h.gpus != cfg.gpus || h.slice != cfg.cuda_dma_slice) {
+  // (a GPU that died of an error that is not sticky is not carried into a later run as a dead place: renew())
+  if (h.acc == nullptr || h.gpus != cfg.gpus || h.slice != cfg.cuda_dma_slice || h.acc->renew()) {
     std::unique_ptr<accelerator> fresh = make_accelerator(cfg);
     delete h.acc;
     h.acc = fresh.release();
@@ -86,7 +89,7 @@ void gpu_start(accelerator& acc, int first_place) {
   g_active = &acc;
   {
     std::lock_guard lock(g_arrays_mutex);
-    g_arrays.assign(static_cast<std::size_t>(acc.count()), array_registry());
+    g_arrays.assign(static_cast<std::size_t>(acc.count()), array_registry(g_last_serial));
   }
   acc.start(first_place);
 }
@@ -98,10 +101,25 @@ void gpu_stop() {
     for (const auto& [g, q] : g_queues) g_active->release_queue(g, q);
     g_queues.clear();
   }
+  // Arrays never freed: freed now (a GPU's memory does not outlive the run; the accelerator may not either). Their
+  // serials are not given again in a later run (g_last_serial), whose registries refuse the handles.
+  std::vector<std::pair<int, std::uintptr_t>> left;
+  {
+    std::lock_guard lock(g_arrays_mutex);
+    for (std::size_t g = 0; g < g_arrays.size(); ++g) {
+      g_arrays[g].for_each([&](std::uintptr_t base) { left.emplace_back(static_cast<int>(g), base); });
+      g_last_serial = std::max(g_last_serial, g_arrays[g].last_serial());
+    }
+    g_arrays.clear();
+  }
+  for (const auto& [g, base] : left) {
+    try {
+      g_active->free(g, base);
+    } catch (...) {  // (a GPU that died: its memory went with its context)
+    }
+  }
   g_active->stop();
   g_active = nullptr;
-  std::lock_guard lock(g_arrays_mutex);
-  g_arrays.clear();  // (a later run's arrays are new ones: the handles of this run's are refused by their home's)
 }
 
 void gpu_launch(place p, gpu_kernel_request& r) {

@@ -184,6 +184,7 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
     acc = &accelerator_for_run(cfg);
   } catch (const std::exception& e) {
     acc_error = e.what();
+    if (acc_error.rfind("apgas: ", 0) == 0) acc_error.erase(0, 7);  // (printed with the prefix below)
   }
   place_tree t;
   if (!build_tree(*tp, acc, t)) {

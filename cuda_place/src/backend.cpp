@@ -83,6 +83,16 @@ class cuda_accelerator final : public accelerator {
     if (hook_ >= 0) remove_progress_hook(hook_);
     hook_ = -1;
   }
+  bool renew() const noexcept override {
+    bool revivable = false;
+    for (const auto& d : devices_) {
+      bool sticky = false;
+      if (!d->dead(sticky)) continue;
+      if (sticky) return false;  // (a new accelerator could not make this one's context: the run would not start)
+      revivable = true;
+    }
+    return revivable;
+  }
   void launch(int gpu, gpu_kernel_request& r) override { dev(gpu).launch(r); }
   std::uintptr_t alloc(int gpu, std::size_t bytes) override { return dev(gpu).alloc(bytes); }
   void free(int gpu, std::uintptr_t address) override { dev(gpu).free(address); }

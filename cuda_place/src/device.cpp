@@ -156,6 +156,7 @@ void device::die(const std::string& reason, bool sticky) {
     std::lock_guard lock(mutex_);
     if (dead_.load(std::memory_order_relaxed)) return;
     death_ = reason;
+    sticky_death_ = sticky;
     dead_.store(true, std::memory_order_release);  // from here on nothing new is queued
     lost.swap(pending_);
     npending_.store(0, std::memory_order_relaxed);

@@ -68,6 +68,13 @@ class device final : public dma_engine, public host_memory {
   device& operator=(const device&) = delete;
 
   const std::string& description() const noexcept { return description_; }
+  /// Whether the device died (die): its place failed for the rest of the run; `sticky`: of a sticky error (its
+  /// context can never run again in this process).
+  bool dead(bool& sticky) const noexcept {
+    if (!dead_.load(std::memory_order_acquire)) return false;
+    sticky = sticky_death_;
+    return true;
+  }
   int ordinal() const noexcept { return ordinal_; }
   CUdevice handle() const noexcept { return dev_; }
   CUcontext context() const noexcept { return ctx_; }
@@ -232,6 +239,7 @@ class device final : public dma_engine, public host_memory {
   std::map<std::uintptr_t, std::size_t> sizes_;     // remote arrays: address -> bytes (their memory in use)
   std::size_t in_use_ = 0;                                    // their bytes
   std::string death_;
+  bool sticky_death_ = false;  // (written before dead_ is set, with release)
   // What operations failed by a death whose work could not be seen to end held (never released: it may still be
   // read or written). The staging blocks are not given back either.
   std::vector<std::shared_ptr<const void>> abandoned_;

@@ -776,4 +776,62 @@ TEST(FakePin, PinnedMemoryUsesTheRunsGpuAndIsFreedInAContext) {
   EXPECT_EQ(fake().counter(0, "pinned_blocks"), blocks_before) << "the pinned block was not freed";
 }
 
+// ---- a run starts with the GPUs clean of what an earlier run left --------------------------------------------------
+// An array left at the end of a run is freed then (it was kept for the rest of the process, its handle refused:
+// memory no run could reach); serials are not given again in a later run (each run's registry counted from 1 again,
+// so a freed handle of run 1 matched run 2's array made at its address and wrote into it, then freed it).
+TEST_F(FakeGpu, AnEarlierRunsGpuArraysAreFreedAndOutOfReachInTheNext) {
+  const apgas::config cfg = fresh_gpu_config();
+  constexpr std::size_t n = 10 << 20;  // 40 MiB
+  apgas::remote_array<int> freed, left;
+  long long live = 0;
+  run_gpu(cfg, [&] {
+    freed = apgas::make_remote_array<int>(place(1), n);
+    left = apgas::make_remote_array<int>(place(1), 1 << 20);
+    live = counter(0, "allocations");  // both, and what the accelerator holds of its own
+    auto copy = freed;  // (free_remote_array empties the handle it is given; `freed` is a stale copy)
+    apgas::free_remote_array(copy);
+  });
+  // (frees are stream-ordered: the fake may count them a little later)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (counter(0, "allocations") > live - 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(counter(0, "allocations"), live - 2) << "an array left at the end of the run was kept";
+  run_gpu(cfg, [&] {
+    auto fresh = apgas::make_remote_array<int>(place(1), n, 7);
+    const std::vector<int> v(4, 42);
+    const std::string write = what_of<apgas::multiple_exceptions>(
+        [&] { apgas::finish([&] { apgas::async_copy(std::span<const int>(v), freed); }); });
+    EXPECT_TRUE(contains(write, "not inside a live remote_array") || contains(write, "a stale copy")) << write;
+    EXPECT_FALSE(what_of<apgas::illegal_operation_exception>([&] { apgas::free_remote_array(freed); }).empty());
+    EXPECT_FALSE(what_of<apgas::illegal_operation_exception>([&] { apgas::free_remote_array(left); }).empty());
+    std::vector<int> back(4);
+    apgas::finish([&] { apgas::async_copy(fresh, 0, std::span<int>(back)); });
+    EXPECT_EQ(back[0], 7) << (fresh.token() == freed.token() ? "(at the address of run 1's array)" : "");
+    apgas::free_remote_array(fresh);
+  });
+}
+
+// A GPU that died in a run of an error that is not sticky (a failed event query) works again in the next run with
+// the same settings (it stayed dead for the rest of the process). (One that died of a sticky error stays a dead place
+// of the later runs, the other GPUs usable: FakeGpu.StickyErrorKillsThatGpuPlaceOnly.)
+TEST_F(FakeGpu, AGpuThatDiedOfANonStickyErrorWorksInTheNextRun) {
+  const apgas::config cfg = fresh_gpu_config();
+  const auto works = [] {
+    auto x = apgas::make_remote_array<int>(place(1), 64, 1);
+    std::vector<int> v(64);
+    apgas::finish([&] { apgas::async_copy(x, 0, std::span<int>(v)); });
+    apgas::free_remote_array(x);
+    return v[0] == 1;
+  };
+  run_gpu(cfg, [&] {
+    EXPECT_TRUE(works());
+    fake().fail_next(0, "cuEventQuery", CUDA_ERROR_INVALID_VALUE, 1);
+    EXPECT_THROW((void)works(), apgas::dead_place_exception);
+  });
+  run_gpu(cfg, [&] { EXPECT_TRUE(works()) << "the GPU that died in the last run is still dead"; });
+}
+
+
 }  // namespace

@@ -262,7 +262,8 @@ array_token alloc_array(place p, std::size_t n) {
 }  // namespace detail
 
 /// n zero-filled elements at p (a host place or a GPU place); at a host place a T that is not trivially
-/// default-constructible is value-initialised instead (its default member initialisers apply).
+/// default-constructible is value-initialised instead (its default member initialisers apply). An array at a GPU
+/// place that is not freed by the end of the run is freed then (its handles are refused in a later run).
 template <class T>
 remote_array<T> make_remote_array(place p, std::size_t n) {
   const detail::array_token t = detail::alloc_array<T>(p, n);

@@ -133,6 +133,10 @@ class accelerator {
   virtual void start(int first_place) = 0;
   /// The run ends; every operation has ended (the implicit finish of the main activity waited for them).
   virtual void stop() = 0;
+  /// Whether a later run should make a new accelerator rather than reuse this one: a GPU died in a run of an error
+  /// that leaves its context usable (its place would otherwise stay dead), and none of a sticky error (a GPU whose
+  /// context can never run again in this process stays a dead place of each run, the others usable).
+  virtual bool renew() const noexcept { return false; }
   virtual void launch(int gpu, gpu_kernel_request& r) = 0;
   virtual std::uintptr_t alloc(int gpu, std::size_t bytes) = 0;
   virtual void free(int gpu, std::uintptr_t address) = 0;
