@@ -323,6 +323,16 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
     token = d.next_token++;
     d.ats.emplace(token, &pending);
   }
+  struct forget_on_throw {  // (a failure before the message left: no reply names this frame's `pending`)
+    dist_state& d;
+    std::uint64_t token;
+    bool sent = false;
+    ~forget_on_throw() {
+      if (sent) return;
+      std::lock_guard lock(d.mutex);
+      d.ats.erase(token);
+    }
+  } forget{d, token};
   const bool traced = obs::on(obs::cat_at);
   if (traced) [[unlikely]] obs::span_begin(obs::cat_at, "at", static_cast<std::uint64_t>(p.id()), 0, p.id());
   // Trailers, innermost first: the collector of the finish's chain (dist_finish.cpp), then the clock trailer
@@ -339,6 +349,7 @@ std::vector<std::byte> send_at(place p, std::uint32_t id, writer&& w) {
     end_clock_trailer(w, start);
   }
   send(p.id(), std::move(w));
+  forget.sent = true;
   pending.done.wait();
   if (clocked || !pending.clocks.empty()) {
     reader tr(pending.clocks);

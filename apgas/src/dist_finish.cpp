@@ -269,18 +269,30 @@ void proxy_complete(finish_state& fs) noexcept {
   }
   // Quiescent: one report with everything since the proxy was created, then the proxy is gone.
   try {
-    writer w = message_writer(128);
-    w & msg::report & p.serial;
-    w.write_length(p.sends.size());
-    for (auto [dst, count] : p.sends) w & static_cast<std::int32_t>(dst) & static_cast<std::int64_t>(count);
-    w & static_cast<std::int64_t>(p.receipts);
     std::vector<std::exception_ptr> es = p.take_exceptions_quiescent();
-    w.write_length(es.size());
-    for (const auto& e : es) encode_exception(w, e);
-    // The partial value of this place (quiescent: no offer can come now), unless this place threw.
+    const auto report = [&](bool partial) {
+      writer w = message_writer(128);
+      w & msg::report & p.serial;
+      w.write_length(p.sends.size());
+      for (auto [dst, count] : p.sends) w & static_cast<std::int32_t>(dst) & static_cast<std::int64_t>(count);
+      w & static_cast<std::int64_t>(p.receipts);
+      w.write_length(es.size());
+      for (const auto& e : es) encode_exception(w, e);
+      w & static_cast<std::uint8_t>(partial ? 1 : 0);
+      if (partial) p.cops->write(p.partial, w);
+      return w;
+    };
+    // The partial value of this place (quiescent: no offer can come now), unless this place threw. A value that
+    // cannot be written is this place's exception instead (its value dropped, as for any place that threw).
     const bool partial = p.partial != nullptr && es.empty();
-    w & static_cast<std::uint8_t>(partial ? 1 : 0);
-    if (partial) p.cops->write(p.partial, w);
+    writer w;
+    try {
+      w = report(partial);
+    } catch (...) {
+      if (!partial) throw;
+      es.push_back(std::current_exception());
+      w = report(false);
+    }
     send(static_cast<int>(p.home), std::move(w));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "apgas: place %d could not report to place %llu: %s\n", d.rank,

@@ -26,8 +26,10 @@ namespace {
 enum class exc : std::uint8_t {
   other = 0, apgas_error, dead_place, bad_place, clock_use, illegal_operation, serialization, transport_e, config,
   cuda = 9, kernel_launch = 10,
+  kernel_check = 11,
   std_exception = 20, runtime_error, logic_error, invalid_argument, out_of_range, length_error, domain_error,
-  range_error, overflow_error, underflow_error, bad_alloc, multiple = 40
+  range_error, overflow_error, underflow_error, bad_alloc, multiple = 40,
+  relayed = 41  // a remote_error passed on: its type name (readable already) and message, as they came
 };
 
 template <class E>
@@ -56,7 +58,12 @@ void encode_exception(writer& w, const std::exception_ptr& e) {
           std::to_string(static_cast<const cuda_error&>(x).code()) & std::string(x.what());
       return;
     }
-    if (encode_as<error>(w, x, exc::apgas_error) ||
+    if (typeid(x) == typeid(remote_error)) {  // passed on: the original type and message, not "remote_error"
+      const auto& r = static_cast<const remote_error&>(x);
+      w & exc::relayed & r.type_name() & r.message();
+      return;
+    }
+    if (encode_as<error>(w, x, exc::apgas_error) || encode_as<kernel_check_error>(w, x, exc::kernel_check) ||
         encode_as<bad_place_exception>(w, x, exc::bad_place) || encode_as<clock_use_exception>(w, x, exc::clock_use) ||
         encode_as<illegal_operation_exception>(w, x, exc::illegal_operation) ||
         encode_as<serialization_error>(w, x, exc::serialization) ||
@@ -104,6 +111,8 @@ std::exception_ptr decode_exception(reader& r) {
     case exc::serialization: return std::make_exception_ptr(serialization_error(what));
     case exc::transport_e: return std::make_exception_ptr(transport_error(what));
     case exc::config: return std::make_exception_ptr(config_error(what));
+    case exc::kernel_check: return std::make_exception_ptr(kernel_check_error(what));
+    case exc::relayed: return std::make_exception_ptr(remote_error(type, what));
     case exc::std_exception: return std::make_exception_ptr(remote_error(demangle(type.c_str()), what));
     case exc::runtime_error: return std::make_exception_ptr(std::runtime_error(what));
     case exc::logic_error: return std::make_exception_ptr(std::logic_error(what));

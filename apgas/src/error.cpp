@@ -34,8 +34,28 @@ std::string describe(const std::vector<std::exception_ptr>& es) {
 }
 }  // namespace
 
+namespace {
+// The leaves of `es`, in order: a multiple_exceptions among them contributes its own (already leaves).
+std::vector<std::exception_ptr> leaves(std::vector<std::exception_ptr> es) {
+  std::vector<std::exception_ptr> out;
+  for (auto& e : es) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const multiple_exceptions& m) {
+      out.insert(out.end(), m.exceptions().begin(), m.exceptions().end());
+      continue;
+    } catch (...) {
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+}  // namespace
+
+// (The parameter is flattened first, in the base's initialiser: describe() counts the leaves.)
 multiple_exceptions::multiple_exceptions(std::vector<std::exception_ptr> exceptions)
-    : error(describe(exceptions)), exceptions_(std::move(exceptions)) {}
+    : error(describe(exceptions = leaves(std::move(exceptions)))), exceptions_(std::move(exceptions)) {}
 
 }  // namespace apgas
 

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 using apgas_test::run_everywhere;
@@ -49,6 +50,38 @@ TEST(CollectingFinish, EveryPlaceOffersAStruct) {
       EXPECT_EQ(r.a, 100L * nplaces());
       EXPECT_EQ(r.b, 200L * nplaces());
     }
+  });
+}
+
+// A place whose partial value cannot be written (its serialize throws) reports that exception instead, its value
+// dropped; it aborted the job (exit 3 everywhere).
+struct unwritable {
+  long n = 0;
+  template <class A>
+  void serialize(A& a) {
+    if constexpr (std::is_same_v<A, apgas::writer>) {
+      if (n == 666) throw std::runtime_error("cannot write 666");
+    }
+    a & n;
+  }
+};
+TEST(CollectingFinish, AValueThatCannotBeWrittenIsThatPlacesException) {
+  run_everywhere([] {
+    if (nplaces() < 2) return;  // (the home's own offers are never written)
+    auto sum = apgas::reducer{unwritable{}, [](const unwritable& x, const unwritable& y) { return unwritable{x.n + y.n}; }};
+    try {
+      (void)apgas::finish_collect(sum, [] {
+        apgas::async_at(apgas::places().back(), [] { apgas::offer(unwritable{666}); });
+      });
+      ADD_FAILURE() << "nothing was thrown";
+    } catch (const apgas::multiple_exceptions& m) {
+      ASSERT_EQ(m.size(), 1u);
+      EXPECT_NE(std::string(m.what()).find("cannot write 666"), std::string::npos) << m.what();
+    }
+    const unwritable r = apgas::finish_collect(sum, [] {
+      for (apgas::place p : apgas::places()) apgas::async_at(p, [] { apgas::offer(unwritable{1}); });
+    });
+    EXPECT_EQ(r.n, nplaces());
   });
 }
 

@@ -153,7 +153,8 @@ template <class F>
 void finish(F&& body);
 
 /// Run f(args...) at place `p` in the calling activity, wait for it, and return its value or rethrow its exception
-/// unchanged. `f` and `args` are copied to `p` (the shipping rule of async_at). Asyncs that f starts report to the
+/// (at another host place: of the same type for apgas's, the <stdexcept> types, std::bad_alloc and those registered
+/// with register_exception; as remote_error naming the type otherwise). `f` and `args` are copied to `p` (the shipping rule of async_at). Asyncs that f starts report to the
 /// finish that governs the caller. A kernel closure is launched as by async_at and waited for (its blocks'
 /// exceptions arrive as multiple_exceptions); at() of a kernel returns nothing. The body is the calling activity:
 /// its clock registrations go to `p` with it and come back (with any clock the body made, without those it dropped).
