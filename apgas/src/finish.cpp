@@ -14,21 +14,10 @@
 namespace apgas::detail {
 
 void finish_state::add_exception(std::exception_ptr e) noexcept {
-  // Flatten: a multiple_exceptions contributes its leaves, so counts stay exact across nested finishes.
-  const multiple_exceptions* nested = nullptr;
-  try {
-    std::rethrow_exception(e);
-  } catch (const multiple_exceptions& m) {
-    nested = &m;
-  } catch (...) {
-  }
+  // (a multiple_exceptions is kept whole: the one the finish throws takes its leaves, error.cpp)
   std::lock_guard lock(mutex_);
   try {
-    if (nested != nullptr) {
-      exceptions_.insert(exceptions_.end(), nested->exceptions().begin(), nested->exceptions().end());
-    } else {
-      exceptions_.push_back(std::move(e));
-    }
+    exceptions_.push_back(std::move(e));
   } catch (...) {
     std::fputs("apgas: out of memory while recording an exception in a finish\n", stderr);
     std::terminate();

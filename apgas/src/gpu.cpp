@@ -8,8 +8,9 @@
 // during a run (the remote arrays made there: address, size, serial), so that a copy or free through a handle whose
 // array was freed is refused here, before the backend sees it, as for a host place's arrays (array_registry.hpp).
 // Serials are unique in the process, not only in a run: a handle kept from an earlier run (whose arrays gpu_stop
-// freed) is refused even where a new array has its address. g_queues holds the in-order queues made in the run and not yet released, each once: a queue is released once, by
-// its handle in its run or by gpu_stop (so a stream id is never on the backend's free list twice).
+// freed) is refused even where a new array has its address. g_queues holds the in-order queues made in the run and
+// not yet released, each once: a queue is released once, by its handle in its run or by gpu_stop (so a stream id is
+// never on the backend's free list twice).
 #include "array_registry.hpp"
 #include "gpu_runtime.hpp"
 
@@ -96,16 +97,14 @@ void gpu_start(accelerator& acc, int first_place) {
 
 void gpu_stop() {
   if (g_active == nullptr) return;
-  {  // queues whose handles outlive the run: their streams go back now (the handles are refused in a later run)
-    std::lock_guard lock(g_arrays_mutex);
-    for (const auto& [g, q] : g_queues) g_active->release_queue(g, q);
-    g_queues.clear();
-  }
-  // Arrays never freed: freed now (a GPU's memory does not outlive the run; the accelerator may not either). Their
-  // serials are not given again in a later run (g_last_serial), whose registries refuse the handles.
+  // Queues and arrays whose handles outlive the run: their streams go back, the arrays are freed (a GPU's memory
+  // does not outlive the run; the accelerator may not either). The arrays' serials are not given again in a later
+  // run (g_last_serial), whose registries, like its queues, refuse the handles.
   std::vector<std::pair<int, std::uintptr_t>> left;
   {
     std::lock_guard lock(g_arrays_mutex);
+    for (const auto& [g, q] : g_queues) g_active->release_queue(g, q);
+    g_queues.clear();
     for (std::size_t g = 0; g < g_arrays.size(); ++g) {
       g_arrays[g].for_each([&](std::uintptr_t base) { left.emplace_back(static_cast<int>(g), base); });
       g_last_serial = std::max(g_last_serial, g_arrays[g].last_serial());
