@@ -13,6 +13,7 @@
 // A later resilient mode would replace the exit in declare_dead() by marking the place dead and failing the
 // finishes that wait for it (dead_place_exception); the detection stays as it is.
 #include "dist_state.hpp"
+#include "runtime.hpp"
 
 #include "obs.hpp"
 
@@ -116,7 +117,7 @@ std::atomic<bool> g_declared{false};
   }
   obs::emergency_dump("a place died");
   std::fflush(stderr);
-  std::_Exit(3);
+  end_process(3, dead);
 }
 
 void run_detector(detector& det) {
@@ -197,7 +198,7 @@ peer_identity my_identity() {
 }
 
 void dead_place_reported(int src, int dead) {
-  if (g_dist == nullptr) std::_Exit(3);
+  if (g_dist == nullptr) end_process(3, dead);
   declare_dead(g_dist->rank, dead, "reported by place " + std::to_string(src), false);
 }
 

@@ -10,6 +10,7 @@
 // is delivered by the poll hook after the transport's poll returns (never inside it: delivery may start bulk
 // receives of its own).
 #include "dist_state.hpp"
+#include "runtime.hpp"
 
 #include <apgas/serialization/archive.hpp>
 #include <apgas/transport/transport.hpp>
@@ -97,7 +98,7 @@ void deliver_large(int src, reader& r) {
     std::fprintf(stderr, "apgas: place %d: cannot allocate %llu bytes for a message from place %d: out of memory\n",
                  g_dist->rank, static_cast<unsigned long long>(total), src);
     std::fflush(stderr);
-    std::_Exit(3);
+    end_process(3);
   }
   transport::transport& tp = *g_dist->tp;
   for (std::uint64_t k = 0; k < pieces; ++k) {

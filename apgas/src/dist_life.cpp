@@ -2,6 +2,7 @@
 // that every place runs the same program (program_fingerprint), the start-up handshake, the progress hook that
 // polls the transport, shut-down and finalization.
 #include "dist_state.hpp"
+#include "runtime.hpp"
 
 #include "obs.hpp"
 
@@ -49,7 +50,7 @@ void exit_during_run(int status, void*) {
   std::fprintf(stderr, "apgas: place %d: exit(%d) was called during a run: the process ends now\n", g_dist->rank,
                status);
   std::fflush(stderr);
-  std::_Exit(status);
+  end_process(status);
 }
 #endif
 bool g_fingerprint_checked = false;
@@ -96,7 +97,7 @@ void handshake(transport::transport& t, int timeout_s) {
           std::fprintf(stderr, "apgas: start-up failed: place %d: place %d is dead (%s) before start-up completed\n",
                        t.rank(), dead, why.c_str());
           std::fflush(stderr);
-          std::_Exit(3);
+          end_process(3, dead);
         }
       }
       if (std::chrono::steady_clock::now() > deadline) {
@@ -111,7 +112,7 @@ void handshake(transport::transport& t, int timeout_s) {
                      "(APGAS_CONNECT_TIMEOUT): unreachable, or not started\n",
                      t.rank(), h.missing > 1 ? "s" : "", silent.c_str(), t.name(), timeout_s);
         std::fflush(stderr);
-        std::_Exit(2);
+        end_process(2);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -135,7 +136,7 @@ bool poll_hook(void* ctx) {
     std::fprintf(stderr, "apgas: place %d: the %s transport failed: %s\n", d->rank, d->tp->name(), e.what());
     obs::emergency_dump("its transport failed");
     std::fflush(stderr);
-    std::_Exit(3);
+    end_process(3);
   }
 }
 
@@ -276,7 +277,7 @@ void watchdog_main(watchdog* w) {
                      "stopped, or cannot be reached\n",
                      w->phase, rank, w->phase, w->timeout_s, w->setting);
         std::fflush(stderr);
-        std::_Exit(3);
+        end_process(3);
       }
       break;
     }
@@ -284,7 +285,7 @@ void watchdog_main(watchdog* w) {
   std::fprintf(stderr, "apgas: %s failed: place %d: place %d is dead (%s) before %s completed\n", w->phase,
                g_rank.load(std::memory_order_acquire), dead, why.c_str(), w->phase);
   std::fflush(stderr);
-  std::_Exit(3);
+  end_process(3, dead);
 }
 
 void watchdog_arm(const char* phase, int timeout_s, int confirm_s, const char* setting = "APGAS_CONNECT_TIMEOUT") {

@@ -4,6 +4,7 @@
 // earlier run's is dropped) and the size of its sender's elements. The typed operations themselves (which member
 // sends what to whom) are templates in team.hpp; split, the root check and the waiting are here.
 #include "dist_state.hpp"
+#include "runtime.hpp"
 
 #include "obs.hpp"
 #include "scheduler.hpp"
@@ -52,7 +53,7 @@ constexpr std::int32_t no_sig = -2;
                rank, what.c_str());
   obs::emergency_dump("a team operation was called differently at its members");
   std::fflush(stderr);
-  std::_Exit(3);
+  end_process(3);
 }
 
 void size_slot(team_slot& s, int n) {

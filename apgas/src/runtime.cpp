@@ -143,6 +143,11 @@ void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) 
 
 std::uint32_t run_number() noexcept { return g_run.load(std::memory_order_relaxed); }
 
+void end_process(int code, int dead_peer) noexcept {
+  transport::before_abrupt_exit(dead_peer);
+  std::_Exit(code);
+}
+
 namespace {
 // A run; `valid` false: the configuration was refused (the reason printed), and the run only takes part in its first
 // exchange (agree_on_settings, with the default connect timeout) so that the other places stop at once too instead
@@ -216,7 +221,7 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
     std::fprintf(stderr, "apgas: start-up failed at place %d: could not start %d worker threads (APGAS_NTHREADS): %s\n",
                  tp->rank(), sched->size(), e.what());
     std::fflush(stderr);
-    std::_Exit(2);
+    end_process(2);
   }
   int code = 0;
   if (tp->rank() == 0) {

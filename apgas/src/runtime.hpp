@@ -28,6 +28,11 @@ void set_tree(place_tree t);
 /// this place still holds (never freed), the last made first (place_local.cpp).
 void place_local_end_of_run() noexcept;
 
+/// Ends this process at once (std::_Exit: no destructors, no exit handlers) with `code`, after removing what its
+/// transport would leave behind in the operating system (transport::before_abrupt_exit: libfabric shm regions), its
+/// own and dead_peer's (a place found dead, >= 0). Every place that stops on a fatal error ends through here.
+[[noreturn]] void end_process(int code, int dead_peer = -1) noexcept;
+
 /// The number of the run in progress, or of the last one (this process's runs counted from 1; 0 before the first).
 std::uint32_t run_number() noexcept;
 

@@ -2,6 +2,7 @@
 
 #include "finish.hpp"
 #include "obs.hpp"
+#include "runtime.hpp"
 #include "stack.hpp"
 
 #include <apgas/error.hpp>
@@ -285,7 +286,7 @@ void scheduler::worker_main(worker* w) {
                    "apgas: worker %d could not create its first fiber (a stack of %zu bytes, APGAS_STACK_SIZE): %s\n",
                    w->index, stack_size_, e.what());
       std::fflush(stderr);
-      std::_Exit(2);
+      end_process(2);
     }
     // A worker started later, on demand (decision 0016): the place runs on with the workers it has, as when a
     // thread cannot be started. This one never took an item (its deque is its own): it just ends.

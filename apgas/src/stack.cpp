@@ -1,5 +1,7 @@
 #include "stack.hpp"
 
+#include <apgas/transport/transport.hpp>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -98,7 +100,9 @@ void on_segv(int sig, siginfo_t* info, void* uctx) {
       write_dec(g_slots[i].usable.load(std::memory_order_relaxed));
       write_str(" bytes and hit the guard page; raise APGAS_STACK_SIZE (or apgas::config::stack_size)\n");
       // Die by the signal (a core dump, WIFSIGNALED for the parent): SIGSEGV is blocked while this handler runs,
-      // so unblock it after restoring the default action; _Exit only if that somehow returned.
+      // so unblock it after restoring the default action; _Exit only if that somehow returned. What the transport
+      // would leave behind goes first (async-signal-safe).
+      transport::before_abrupt_exit();
       ::signal(SIGSEGV, SIG_DFL);
       sigset_t segv;
       sigemptyset(&segv);

@@ -14,6 +14,8 @@
 // With "idle" nobody dies: place 0 waits 5 s, the others are idle (run with a different APGAS_HEARTBEAT_TIMEOUT at
 // one place: place 0's decides for the run, or one place's heartbeats came too rarely for the others).
 // With "invalid" the last place's configuration is invalid (nthreads -5): every place must stop at once with exit 2.
+// With "no_endpoint" (ofi) the last place cannot open its libfabric endpoint (FI_PROVIDER names no provider there):
+// every place must stop at once with exit 2, the others naming it (they waited for it until the start-up watchdog).
 // Each line the victim prints carries the time (CLOCK_REALTIME), so that the detection time can be measured.
 #include <apgas/apgas.hpp>
 
@@ -30,6 +32,18 @@
 #include <thread>
 
 namespace {
+// The libfabric shm regions this process maps (its own and its peers'), one line each on stderr: after the job,
+// tests/dist/shm_left.sh checks that none of them was left in /dev/shm by places that ended abruptly.
+void list_shm_regions() {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return;
+  char line[4096];
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    if (const char* f = std::strstr(line, "/dev/shm/apgas-")) std::fprintf(stderr, "dead_place_main: shm region: %s", f);
+  }
+  std::fclose(maps);
+}
+
 double now_s() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -66,6 +80,16 @@ int main(int argc, char** argv) {
     std::printf("busy: the run ended with %d\n", rc);
     return rc;
   }
+  if (argc > 1 && std::strcmp(argv[1], "no_endpoint") == 0) {
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (rank != nullptr && size != nullptr && std::atoi(rank) == std::atoi(size) - 1) {
+      setenv("FI_PROVIDER", "no-such-provider", 1);
+    }
+    const int rc = apgas::run(argc, argv, [] {});
+    std::printf("no_endpoint: the run ended with %d\n", rc);
+    return rc;
+  }
   if (argc > 1 && (std::strcmp(argv[1], "idle") == 0 || std::strcmp(argv[1], "invalid") == 0)) {
     apgas::config cfg = apgas::config::from_env();
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -86,6 +110,9 @@ int main(int argc, char** argv) {
   }
   const int rc = apgas::run(argc, argv, [] {
     const int victim = apgas::num_hosts() - 1;
+    apgas::finish([] {
+      for (const apgas::place& p : apgas::places()) apgas::async_at(p, [] { list_shm_regions(); });
+    });
     apgas::finish([victim] {
       // Every other place is busy too (a remote at that waits for the victim): nobody may hang.
       for (int p = 1; p < victim; ++p) {

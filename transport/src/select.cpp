@@ -3,6 +3,7 @@
 
 #include <apgas/error.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -33,6 +34,16 @@ bool launched_by_mpi() noexcept {
     if (std::getenv(v) != nullptr) return true;
   }
   return false;
+}
+
+namespace {
+std::atomic<void (*)(int) noexcept> g_abrupt_exit_hook{nullptr};
+}  // namespace
+
+void set_abrupt_exit_hook(void (*hook)(int) noexcept) noexcept { g_abrupt_exit_hook.store(hook); }
+
+void before_abrupt_exit(int dead_peer) noexcept {
+  if (auto* hook = g_abrupt_exit_hook.load()) hook(dead_peer);
 }
 
 namespace {

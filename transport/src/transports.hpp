@@ -18,6 +18,8 @@ std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner);
 std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank, int die_at_barrier = 0);
 /// True when an MPI-style launcher (mpirun, srun) started this process.
 bool launched_by_mpi() noexcept;
+/// What before_abrupt_exit() runs: a backend that holds named OS resources sets it while it is open (null: none).
+void set_abrupt_exit_hook(void (*hook)(int dead_peer) noexcept) noexcept;
 
 /// A heap buffer aligned to 16 bytes (what handlers are promised).
 class aligned_buffer {

@@ -366,6 +366,7 @@ class mpi_transport final : public transport {
       std::fprintf(stderr, "apgas: place %d: a message to place %d broke off after %d pieces: %s\n", rank_, dst,
                    f.nreq, e.what());
       std::fflush(stderr);
+      before_abrupt_exit();
       std::_Exit(3);
     }
     // Push it out now: a small message may sit in MPI's queue until the progress engine runs again.

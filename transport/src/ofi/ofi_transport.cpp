@@ -20,14 +20,18 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -50,9 +54,10 @@ struct frag_header {
 static_assert(sizeof(frag_header) == 32);
 constexpr std::size_t payload_bytes = frag_bytes - sizeof(frag_header);
 
+constexpr const char* prefix = "apgas transport ofi: ";
+
 [[noreturn]] void fail(const char* call, int rc) {
-  throw transport_error(std::string("apgas transport ofi: ") + call + " failed: " + fi_strerror(-rc) + " (" +
-                        std::to_string(rc) + ")");
+  throw transport_error(std::string(prefix) + call + " failed: " + fi_strerror(-rc) + " (" + std::to_string(rc) + ")");
 }
 void check(int rc, const char* call) {
   if (rc != 0) fail(call, rc);
@@ -60,6 +65,57 @@ void check(int rc, const char* call) {
 void check_mpi(int rc, const char* call) {
   if (rc != MPI_SUCCESS) throw transport_error(std::string("apgas transport ofi: bootstrap ") + call + " failed");
 }
+
+// libfabric's shm provider keeps each endpoint's queues in a shared-memory region (16 MiB in /dev/shm) named,
+// unless told otherwise, after the process's PID; fi_close removes it, and so do the provider's signal handlers, but
+// a process that ends with std::_Exit (a place stopping after a fatal error) or is killed leaves it behind. PIDs come
+// round again (pid_max is 32768 on many systems), and fi_enable refuses a name whose region exists (EBUSY): a later
+// run whose process drew such a PID failed to start. So the regions are named after the run (64 random bits drawn at
+// rank 0) and the rank, and removed before an abrupt exit (before_abrupt_exit: this process's, and a dead peer's).
+namespace shm_names {
+constexpr std::size_t name_bytes = 48;  // "apgas-" + 16 hex digits + "-" + a rank + NUL
+char g_run[17];                          // the run's key in hex
+std::atomic<int> g_open{-1};             // this process's rank while its region exists
+
+void set_run(std::uint64_t key) noexcept {
+  for (int i = 15; i >= 0; --i, key >>= 4) g_run[i] = "0123456789abcdef"[key & 15];
+  g_run[16] = '\0';
+}
+// Rank r's region name into out (name_bytes), without the C library's formatting (async-signal-safe).
+void format(int r, char* out) noexcept {
+  char* o = out;
+  for (const char* s = "apgas-"; *s != '\0';) *o++ = *s++;
+  for (const char* s = g_run; *s != '\0';) *o++ = *s++;
+  *o++ = '-';
+  char digits[12];
+  int n = 0;
+  unsigned v = static_cast<unsigned>(r);
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) *o++ = digits[--n];
+  *o = '\0';
+}
+// unlink of /dev/shm/<name>, not shm_unlink: unlink is async-signal-safe (glibc's shm_unlink before 2.34 looked
+// the shm folder up through the mount table, allocating).
+void remove(int dead_peer) noexcept {
+  const int me = g_open.load();
+  if (me < 0) return;
+  char path[sizeof "/dev/shm/" + name_bytes] = "/dev/shm/";
+  format(me, path + sizeof "/dev/shm/" - 1);
+  ::unlink(path);
+  if (dead_peer >= 0 && dead_peer != me) {
+    format(dead_peer, path + sizeof "/dev/shm/" - 1);
+    ::unlink(path);
+  }
+}
+void opened(int rank) noexcept {
+  g_open.store(rank);
+  set_abrupt_exit_hook(&remove);
+}
+void closed() noexcept { g_open.store(-1); }
+}  // namespace shm_names
 
 struct op {
   fi_context2 ctx;  // first: libfabric hands back its address
@@ -89,71 +145,62 @@ class ofi_transport final : public transport {
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    std::uint64_t run_key = 0;  // names this run's shm regions (shm_names)
+    if (rank_ == 0) {
+      run_key = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                (static_cast<std::uint64_t>(::getpid()) << 40);
+      try {
+        std::random_device rd;
+        run_key ^= std::uint64_t{rd()} << 32 | rd();
+      } catch (...) {  // (no entropy source: the clock and the PID alone)
+      }
+    }
+    check_mpi(MPI_Bcast(&run_key, 1, MPI_UINT64_T, 0, comm_), "MPI_Bcast");
 
-    fi_info* hints = fi_allocinfo();
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG;
-    hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->threading = FI_THREAD_DOMAIN;
-    hints->domain_attr->mr_mode = 0;
-    const int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info_);
-    fi_freeinfo(hints);
-    if (rc != 0) {
-      const char* prov = std::getenv("FI_PROVIDER");
-      throw transport_error(std::string("apgas transport ofi: no libfabric provider offers reliable datagram "
-                                        "endpoints with messages (FI_PROVIDER=") +
-                            (prov != nullptr ? prov : "(unset)") + "): " + fi_strerror(-rc));
+    // Every place opens its endpoint, then all exchange a record: the endpoint's name, or why it could not be opened.
+    // A place that failed still takes part, so that every place stops at once naming it (the others waited in the
+    // exchange until the start-up watchdog, 60 s). The same once more for what follows (the peers' addresses, the
+    // posted receives).
+    record mine{};
+    try {
+      open_endpoint(run_key);
+      std::size_t len = sizeof mine.text;
+      check(fi_getname(&ep_->fid, mine.text, &len), "fi_getname");
+      mine.ok = 1;
+      mine.length = len;
+    } catch (const std::exception& e) {
+      mine.failed(e.what());
     }
-    provider_ = info_->fabric_attr->prov_name != nullptr ? info_->fabric_attr->prov_name : "?";
-    check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
-    check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_MSG;
-    cq_attr.size = 4096;
-    check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
-    check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
-    check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
-    check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-    check(fi_enable(ep_), "fi_enable");
-
-    // Exchange endpoint names through the bootstrap.
-    std::vector<char> name(256, 0);
-    std::size_t len = name.size();
-    check(fi_getname(&ep_->fid, name.data(), &len), "fi_getname");
-    std::uint64_t mylen = len;
-    std::vector<std::uint64_t> lens(static_cast<std::size_t>(size_));
-    check_mpi(MPI_Allgather(&mylen, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
-    for (std::uint64_t l : lens) {
-      if (l != len) throw transport_error("apgas transport ofi: the places use different providers (address sizes differ)");
+    const std::vector<record> all = all_or_none(mine, "could not open its libfabric endpoint");
+    record ready{};
+    try {
+      // One address at a time: they differ in length under FI_ADDR_STR (the shm provider's names).
+      addrs_.resize(static_cast<std::size_t>(size_));
+      pending_.resize(static_cast<std::size_t>(size_));
+      for (int p = 0; p < size_; ++p) {
+        const int n = fi_av_insert(av_, all[static_cast<std::size_t>(p)].text, 1,
+                                   &addrs_[static_cast<std::size_t>(p)], 0, nullptr);
+        if (n != 1) {
+          throw transport_error(std::string(prefix) + "fi_av_insert did not take the address of place " +
+                                std::to_string(p) + " (" + std::to_string(n) + ")");
+        }
+      }
+      for (int i = 0; i < posted_receives; ++i) {
+        auto o = std::make_unique<op>();
+        o->is_recv = true;
+        o->buf.resize(frag_bytes);
+        post_recv(*o);
+        recvs_.push_back(std::move(o));
+      }
+      ready.ok = 1;
+    } catch (const std::exception& e) {
+      ready.failed(e.what());
     }
-    std::vector<char> names(len * static_cast<std::size_t>(size_));
-    check_mpi(MPI_Allgather(name.data(), static_cast<int>(len), MPI_BYTE, names.data(), static_cast<int>(len),
-                            MPI_BYTE, comm_),
-              "MPI_Allgather");
-    addrs_.resize(static_cast<std::size_t>(size_));
-    pending_.resize(static_cast<std::size_t>(size_));
-    const int n = fi_av_insert(av_, names.data(), static_cast<std::size_t>(size_), addrs_.data(), 0, nullptr);
-    if (n != size_) throw transport_error("apgas transport ofi: fi_av_insert inserted " + std::to_string(n) + " of " +
-                                          std::to_string(size_) + " peer addresses");
-    for (int i = 0; i < posted_receives; ++i) {
-      auto o = std::make_unique<op>();
-      o->is_recv = true;
-      o->buf.resize(frag_bytes);
-      post_recv(*o);
-      recvs_.push_back(std::move(o));
-    }
+    (void)all_or_none(ready, "could not take the others' addresses");
   }
 
   ~ofi_transport() override {
-    if (ep_ != nullptr) fi_close(&ep_->fid);
-    if (av_ != nullptr) fi_close(&av_->fid);
-    if (cq_ != nullptr) fi_close(&cq_->fid);
-    if (domain_ != nullptr) fi_close(&domain_->fid);
-    if (fabric_ != nullptr) fi_close(&fabric_->fid);
-    if (info_ != nullptr) fi_freeinfo(info_);
+    close_fabric();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
@@ -449,6 +496,98 @@ class ofi_transport final : public transport {
         if (empty && npending_ == 0 && sends_in_flight_.empty()) return;
       }
     }
+  }
+
+  // What a place tells the others at a step of start-up (fixed size, no padding, zeroed: one MPI_Allgather).
+  struct record {
+    std::uint32_t ok;        // 1: the step worked (text: the endpoint's name, at the first); 0: text says why not
+    char provider[28];       // libfabric's provider ("" where none was found)
+    std::uint64_t length;    // of text
+    char text[480];
+    void failed(const char* why) noexcept {
+      ok = 0;
+      length = std::min(std::strlen(why), sizeof text - 1);
+      std::memcpy(text, why, length);
+    }
+  };
+  static_assert(sizeof(record) == 520, "record: no padding (it goes over MPI as bytes)");
+
+  // Every place's record of a start-up step, if every place's step worked under the same provider; otherwise every
+  // place closes what it opened and throws: its own failure first, else the first other place's, naming it.
+  std::vector<record> all_or_none(record mine, const char* failure) {
+    std::strncpy(mine.provider, provider_.c_str(), sizeof mine.provider - 1);
+    std::vector<record> all(static_cast<std::size_t>(size_));
+    check_mpi(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm_), "MPI_Allgather");
+    for (int p = 0; p < size_; ++p) {
+      const record& r = all[static_cast<std::size_t>(p)];
+      if (r.ok == 1 && std::strncmp(r.provider, mine.provider, sizeof r.provider) == 0) continue;
+      close_fabric();
+      MPI_Comm_free(&comm_);  // (MPI stays initialised, as after any failed start-up: a later run may use it)
+      if (mine.ok != 1) throw transport_error(std::string(mine.text, mine.length));
+      if (r.ok != 1) {
+        std::string why(r.text, r.length);
+        if (why.rfind(prefix, 0) == 0) why.erase(0, std::strlen(prefix));
+        throw transport_error(std::string(prefix) + "place " + std::to_string(p) + " " + failure + " (" + why + ")");
+      }
+      throw transport_error(std::string(prefix) + "place " + std::to_string(p) + " uses libfabric's " +
+                            std::string(r.provider, strnlen(r.provider, sizeof r.provider)) + " provider, place " +
+                            std::to_string(rank_) + " its " + provider_ +
+                            " provider: every process of a run must use the same one (FI_PROVIDER)");
+    }
+    return all;
+  }
+
+  // The endpoint, and what it needs, per fi_getinfo's first offer. Under the shm provider the endpoint is named
+  // after the run and the rank (shm_names) before it is enabled.
+  void open_endpoint(std::uint64_t run_key) {
+    fi_info* hints = fi_allocinfo();
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_MSG;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    hints->domain_attr->mr_mode = 0;
+    const int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info_);
+    fi_freeinfo(hints);
+    if (rc != 0) {
+      const char* prov = std::getenv("FI_PROVIDER");
+      throw transport_error(std::string(prefix) + "no libfabric provider offers reliable datagram "
+                            "endpoints with messages (FI_PROVIDER=" + (prov != nullptr ? prov : "(unset)") +
+                            "): " + fi_strerror(-rc));
+    }
+    provider_ = info_->fabric_attr->prov_name != nullptr ? info_->fabric_attr->prov_name : "?";
+    check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+    check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_MSG;
+    cq_attr.size = 4096;
+    check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+    check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+    check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+    check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    const bool shm = provider_ == "shm";
+    if (shm) {
+      shm_names::set_run(run_key);
+      char name[shm_names::name_bytes];
+      shm_names::format(rank_, name);
+      check(fi_setname(&ep_->fid, name, std::strlen(name) + 1), "fi_setname");
+    }
+    check(fi_enable(ep_), "fi_enable");
+    if (shm) shm_names::opened(rank_);
+  }
+
+  // Closes what open_endpoint opened (the shm provider removes the endpoint's region), in reverse order.
+  void close_fabric() noexcept {
+    if (ep_ != nullptr) fi_close(&ep_->fid);
+    shm_names::closed();
+    if (av_ != nullptr) fi_close(&av_->fid);
+    if (cq_ != nullptr) fi_close(&cq_->fid);
+    if (domain_ != nullptr) fi_close(&domain_->fid);
+    if (fabric_ != nullptr) fi_close(&fabric_->fid);
+    if (info_ != nullptr) fi_freeinfo(info_);
+    ep_ = nullptr, av_ = nullptr, cq_ = nullptr, domain_ = nullptr, fabric_ = nullptr, info_ = nullptr;
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

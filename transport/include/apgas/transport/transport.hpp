@@ -73,6 +73,13 @@ class transport {
 std::vector<std::byte> take_buffer(std::size_t capacity);
 void recycle_buffer(std::vector<std::byte>&& bytes) noexcept;
 
+/// Called just before this process ends at once (std::_Exit: no destructors, no exit handlers) while a backend may
+/// be open: removes what would outlive the process in the operating system's namespaces — the named shared-memory
+/// regions of libfabric's shm provider (16 MiB each in /dev/shm, which fi_close would have removed): this process's,
+/// and dead_peer's when dead_peer >= 0 (a peer found dead, which could not remove its own). Async-signal-safe;
+/// nothing when no backend holds such a thing. The mappings of processes still running stay valid.
+void before_abrupt_exit(int dead_peer = -1) noexcept;
+
 /// The backend chosen by APGAS_TRANSPORT (local, mpi, ofi) or auto-detected: mpi (else ofi) when the process was
 /// started by an MPI launcher and the backend is built in, otherwise local. An invalid or unavailable choice throws
 /// apgas::config_error naming the variable, the value and the backends this build has.
