@@ -921,12 +921,15 @@ void cpu_block_enter(void* block, const char* what) noexcept {
     if (std::none_of(b.nested.begin(), b.nested.end(), same)) {
       b.nested.emplace_back(what, b.inside);
       const bool loop = std::strncmp(what, "for_threads", 11) == 0;
+      const bool range = std::strcmp(what, "for_range") == 0;  // a loop too, over a range the threads share
       const bool single = std::strcmp(b.inside, "single") == 0;
       const std::string function = "the function given to " + std::string(b.inside);
-      std::string why = loop ? "on a GPU " + (single ? "only thread 0 runs " + function
-                                                     : "each thread runs " + function + " on its own") +
-                                   ", so a " + what + " there is one call of its function, with that thread's index, "
-                                   "not a loop over the block"
+      const std::string runs = "on a GPU " + (single ? "only thread 0 runs " + function
+                                                     : "each thread runs " + function + " on its own");
+      std::string why = loop    ? runs + ", so a " + what + " there is one call of its function, with that thread's "
+                                         "index, not a loop over the block"
+                        : range ? runs + ", so a for_range there runs that thread's share of the range only (every "
+                                         "threads()-th index), where a CPU place runs all of it once per call"
                              : std::string("on a GPU ") + what + " holds a barrier (__syncthreads()), which " +
                                    (single ? std::string("only thread 0 reaches there")
                                            : "every thread reaches from its own call of " + function +

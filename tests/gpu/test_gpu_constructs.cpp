@@ -38,6 +38,7 @@ TEST(GpuConstructs, SharedHistograms) { REQUIRE_GPU(); on_gpu(kernel_constructs:
 TEST(GpuConstructs, ClockedCollectives) { REQUIRE_GPU(); on_gpu(kernel_constructs::clocked_collectives); }
 TEST(GpuConstructs, WarpOperations) { REQUIRE_GPU(); on_gpu(kernel_constructs::warp_ops); }
 TEST(GpuConstructs, BlockLevel) { REQUIRE_GPU(); on_gpu(kernel_constructs::block_level); }
+TEST(GpuConstructs, BlockStrideLoops) { REQUIRE_GPU(); on_gpu(kernel_constructs::block_stride); }
 TEST(GpuConstructs, StagedTiles) { REQUIRE_GPU(); on_gpu(kernel_constructs::staged_tiles); }
 TEST(GpuConstructs, SharedForms) { REQUIRE_GPU(); on_gpu(kernel_constructs::shared_forms); }
 TEST(GpuConstructs, LaunchBounds) { REQUIRE_GPU(); on_gpu(kernel_constructs::launch_bounds); }

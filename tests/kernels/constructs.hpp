@@ -307,6 +307,51 @@ inline void block_level(apgas::place p) {
   }
 }
 
+// for_range, CUDA's block-stride loop, on 2-D blocks of 6 x 4: every i of [0, n) once, whatever n is against the
+// block (more, fewer, none; int and long indices), and a thread's own iterations in order: iteration i reads what
+// iteration i - 24 (the same thread's previous one) wrote, in global and in shared memory, with no barrier between.
+// APGAS_UNROLL before a loop changes nothing in what it computes.
+inline void block_stride(apgas::place p) {
+  constexpr int bx = 6, by = 4, threads = bx * by, blocks = 2, n = 100;
+  KC_ARRAY(long, out, p, static_cast<std::size_t>(blocks * n));
+  KC_ARRAY(int, chained, p, static_cast<std::size_t>(blocks * n));
+  KC_ARRAY(int, few, p, static_cast<std::size_t>(blocks * threads));
+  apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, {bx, by}}, apgas::shared<int>(n),
+                                  [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<int> sh) {
+    long* o = out.data() + b.block() * n;
+    int* c = chained.data() + b.block() * n;
+    b.for_range(long{n}, [&](long i) { o[i] = 1000 * b.block() + i; });
+    b.for_range(n, [&](int i) {
+      sh[static_cast<std::size_t>(i)] = (i >= threads ? sh[static_cast<std::size_t>(i - threads)] : 0) + i;
+      c[i] = (i >= threads ? c[i - threads] : 0) + 1;
+    });
+    b.sync();
+    b.for_range(n, [&](int i) { c[i] += 1000 * sh[static_cast<std::size_t>(i)]; });
+    int* f = few.data() + b.block() * threads;
+    b.for_range(5, [&](int i) {
+      int s = 0;
+      APGAS_UNROLL(2) for (int k = 0; k <= i; ++k) s += k;
+      f[i] = s + 1;
+    });
+    b.for_range(0, [&](int i) { f[i] = -1; });
+    b.for_range(-3, [&](int) { f[0] = -1; });
+  }));
+  const std::vector<long> got = fetch(out);
+  const std::vector<int> ch = fetch(chained);
+  const std::vector<int> fw = fetch(few);
+  for (int blk = 0; blk < blocks; ++blk) {
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(got[blk * n + i], 1000L * blk + i) << "block " << blk << " i " << i;
+      int sum = 0;
+      for (int j = i; j >= 0; j -= threads) sum += j;
+      EXPECT_EQ(ch[blk * n + i], i / threads + 1 + 1000 * sum) << "block " << blk << " i " << i;
+    }
+    for (int i = 0; i < threads; ++i) {
+      EXPECT_EQ(fw[blk * threads + i], i < 5 ? i * (i + 1) / 2 + 1 : 0) << "block " << blk << " i " << i;
+    }
+  }
+}
+
 // Shared-memory histograms filled with atomic_add(s, i, v) from block-level loops (tpacf's pattern): several threads
 // of one run of the loop hit one bin, in 4- and 8-byte counters, integer and floating-point, of compile-time and
 // run-time size; the old values atomic_add returns are checked too (for one bin they are 0, 1, 2, ... in some order,

@@ -33,6 +33,20 @@
 #define APGAS_DETAIL_HD
 #endif
 
+/// APGAS_UNROLL(n) before a loop in a kernel body: CUDA's `#pragma unroll n` in a GPU's code (APGAS_UNROLL() unrolls
+/// it fully), nothing elsewhere: on a CPU place GCC and Clang at -O2/-O3 unroll short loops of constant trip count
+/// themselves, and what vectorises there is the loop over a block's threads (nvcc's host pass warns about both
+/// `#pragma unroll` and `#pragma GCC unroll`).
+/// @code
+///   APGAS_UNROLL(4) for (int k = 0; k < 4; ++k) s += a[k] * b[k];
+/// @endcode
+#define APGAS_DETAIL_PRAGMA(x) _Pragma(#x)
+#if defined(__CUDA_ARCH__)
+#define APGAS_UNROLL(...) APGAS_DETAIL_PRAGMA(unroll __VA_ARGS__)
+#else
+#define APGAS_UNROLL(...)
+#endif
+
 // The loop over a block's threads on a CPU place: GPU threads of a block are independent between barriers, so the
 // iterations are too; tell the compiler (it need not prove the absence of aliasing to vectorise).
 #if defined(__clang__)
@@ -937,6 +951,44 @@ class thread_block {
     const auto clip = [](int v, int n) { return v < 0 ? 0 : (v > n ? n : v); };
     cpu_for_box(dim3{clip(lo.x, bdim_.x), clip(lo.y, bdim_.y), clip(lo.z, bdim_.z)},
                 dim3{clip(hi.x, bdim_.x), clip(hi.y, bdim_.y), clip(hi.z, bdim_.z)}, f, "for_threads_in");
+#endif
+  }
+  /// f(i) for every i in [0, n), the i shared out over the block's threads: CUDA's block-stride loop
+  /// `for (int i = threadIdx.x; i < n; i += blockDim.x)` (threads in linear order). On a GPU each thread takes
+  /// i = t.linear, t.linear + threads(), ...; on a CPU place a loop over i, taken a block's width at a time (the
+  /// iterations of one such run belong to different threads, so they are independent and vectorise; a thread's own
+  /// iterations stay in order). I: int, long or another integer type at least as wide as int (the index's type).
+  /// Called by the whole block, outside for_threads (inside one a GPU thread would run only its share).
+  template <class I, class F>
+  APGAS_DETAIL_HD void for_range(I n, F&& f) const {
+    static_assert(std::is_integral_v<I> && !std::is_same_v<I, bool> && sizeof(I) >= sizeof(int),
+                  "apgas::thread_block::for_range: n must be an integer of at least int's width");
+    using wide = std::conditional_t<std::is_signed_v<I>, long long, unsigned long long>;  // no overflow in i += width
+#if defined(__CUDA_ARCH__)
+    for (wide i = static_cast<wide>(detail::gpu_linear_thread()); i < static_cast<wide>(n); i += threads()) {
+      f(static_cast<I>(i));
+    }
+#else
+    const wide width = static_cast<wide>(threads()), end = static_cast<wide>(n);
+    if (detail::cpu_block_checking(cpu_)) {  // each i as the thread that takes it on a GPU
+      if (n <= 0) return;
+      try {
+        for (wide i = 0; i < end; ++i) {
+          detail::cpu_block_loop_thread(cpu_, static_cast<int>(i % width), i == 0 ? "for_range" : nullptr);
+          f(static_cast<I>(i));
+        }
+      } catch (...) {
+        detail::cpu_block_leave(cpu_);
+        throw;
+      }
+      detail::cpu_block_leave(cpu_);
+      return;
+    }
+    for (wide i0 = 0; i0 < end; i0 += width) {
+      const I stop = static_cast<I>(end - i0 < width ? end : i0 + width);
+      APGAS_DETAIL_INDEPENDENT
+      for (I i = static_cast<I>(i0); i < stop; ++i) f(i);
+    }
 #endif
   }
   /// A hint: the block reads [p, p + n) soon. On a CPU place each cache line of it is prefetched: a block that walks

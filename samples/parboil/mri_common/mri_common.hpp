@@ -22,15 +22,6 @@
 #define MRI_HD
 #endif
 
-// #pragma unroll n on a GPU (Parboil's kernels unroll their loops over the samples by hand: mri-q by 2, mri-fhd by
-// 4); nothing on the CPU, where the loops over a block's threads are what vectorises.
-#if defined(__CUDA_ARCH__)
-#define MRI_PRAGMA(x) _Pragma(#x)
-#define MRI_UNROLL(n) MRI_PRAGMA(unroll n)
-#else
-#define MRI_UNROLL(n)
-#endif
-
 namespace mri {
 
 inline constexpr float pi2 = 6.2831853071795864769252867665590058f;  // Parboil's PIx2

@@ -32,7 +32,8 @@ __global__ void ComputeFH(int tileK, const float* xyz, float* F, int numX) {
   if (i >= numX) return;
   const float sx = xyz[i], sy = xyz[numX + i], sz = xyz[2 * numX + i];
   float sr = F[i], si = F[numX + i];
-  MRI_UNROLL(4) for (int k = 0; k < tileK; ++k) mri_fhd::add_sample(c[k], sx, sy, sz, sr, si);
+#pragma unroll 4
+  for (int k = 0; k < tileK; ++k) mri_fhd::add_sample(c[k], sx, sy, sz, sr, si);
   F[i] = sr;
   F[numX + i] = si;
 }

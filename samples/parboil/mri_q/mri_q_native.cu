@@ -28,7 +28,8 @@ __global__ void ComputeQ(int tileK, const float* xyz, float* Q, int numX) {
   if (i >= numX) return;
   const float sx = xyz[i], sy = xyz[numX + i], sz = xyz[2 * numX + i];
   float sqr = Q[i], sqi = Q[numX + i];
-  MRI_UNROLL(2) for (int k = 0; k < tileK; ++k) mri_q::add_sample(ck[k], sx, sy, sz, sqr, sqi);
+#pragma unroll 2
+  for (int k = 0; k < tileK; ++k) mri_q::add_sample(ck[k], sx, sy, sz, sqr, sqi);
   Q[i] = sqr;
   Q[numX + i] = sqi;
 }

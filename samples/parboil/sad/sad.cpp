@@ -26,14 +26,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__CUDA_ARCH__)
-#define UNROLL _Pragma("unroll")
-#elif defined(__CUDACC__)  // nvcc's host pass: cudafe++ rejects GCC's pragma and g++ nvcc's
-#define UNROLL
-#else
-#define UNROLL _Pragma("GCC unroll 4")
-#endif
-
 namespace {
 
 constexpr const char* prog = "apgas_parboil_sad";
@@ -72,11 +64,7 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
       const int y = 16 * r0 + static_cast<int>(b.block());
       const u16* src = d_ref.data() + static_cast<long>(clamp_to(y - pad, h - 1)) * w;
       u16* dst = padref.data() + static_cast<long>(y) * W;
-      for (int x0 = 0; x0 < W; x0 += 128) {
-        b.for_threads([&](apgas::thread_index t) {
-          if (x0 + t.x < W) dst[x0 + t.x] = src[clamp_to(x0 + t.x - pad, w - 1)];
-        });
-      }
+      b.for_range(W, [&](int x) { dst[x] = src[clamp_to(x - pad, w - 1)]; });
     }));
     // mb_sad_calc<<<dim3(w / 4, h / 4), dim3(33, 11)>>>: the 1089 SADs of each 4x4 block (type 7).
     q.async(apgas::cuda_kernel(
@@ -97,8 +85,8 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
           b.for_threads([&](apgas::thread_index t) {  // positions (dx, dy) = (t.x, 3 t.y + 0..2) - 16
             const u16* r = R + static_cast<long>(y0 + 3 * t.y) * W + x0 + t.x;  // padded: pixel (x0 + dx, y0 + dy)
             int s0 = 0, s1 = 0, s2 = 0;
-            UNROLL for (int y = 0; y < 4; ++y) {
-              UNROLL for (int x = 0; x < 4; ++x) {
+            APGAS_UNROLL() for (int y = 0; y < 4; ++y) {
+              APGAS_UNROLL() for (int x = 0; x < 4; ++x) {
                 const int c = blk[4 * y + x];
                 s0 += absdiff(r[y * W + x], c);
                 s1 += absdiff(r[(y + 1) * W + x], c);
@@ -147,20 +135,17 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
     q.async(apgas::cuda_kernel(apgas::grid{{mb_w, r1 - r0}, pairs / 4}, [=] APGAS_KERNEL(apgas::thread_block b) {
       const long mb = b.block();
       auto* s = reinterpret_cast<unsigned*>(sads.data());
-      for (int i0 = 0; i0 < pairs; i0 += pairs / 4) {
-        b.for_threads([&](apgas::thread_index t) {
-          const long i = i0 + t.x;
-          const unsigned* in = s + (5L * mbs + mb * 4) * pairs + i;
-          const unsigned i00 = in[0], i01 = in[pairs], i10 = in[2 * pairs], i11 = in[3 * pairs];
-          unsigned* o3 = s + (3L * mbs + mb * 2) * pairs + i;  // 8 wide, 16 tall
-          o3[0] = i00 + i10;
-          o3[pairs] = i01 + i11;
-          unsigned* o2 = s + (1L * mbs + mb * 2) * pairs + i;  // 16 wide, 8 tall
-          o2[0] = i00 + i01;
-          o2[pairs] = i10 + i11;
-          s[mb * pairs + i] = (i00 + i01) + (i10 + i11);  // 16x16
-        });
-      }
+      b.for_range(long{pairs}, [&](long i) {
+        const unsigned* in = s + (5L * mbs + mb * 4) * pairs + i;
+        const unsigned i00 = in[0], i01 = in[pairs], i10 = in[2 * pairs], i11 = in[3 * pairs];
+        unsigned* o3 = s + (3L * mbs + mb * 2) * pairs + i;  // 8 wide, 16 tall
+        o3[0] = i00 + i10;
+        o3[pairs] = i01 + i11;
+        unsigned* o2 = s + (1L * mbs + mb * 2) * pairs + i;  // 16 wide, 8 tall
+        o2[0] = i00 + i01;
+        o2[pairs] = i10 + i11;
+        s[mb * pairs + i] = (i00 + i01) + (i10 + i11);  // 16x16
+      });
     }));
     // pack_rows<<<dim3(41, mb_w, rows), 128>>>: the output rows in the output's order, copied back in one piece.
     if (held.n == 0) return;
@@ -170,11 +155,7 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
       const u16* src =
           sads.data() + (static_cast<long>(first) * mbs + (held.r[k] * mb_w + mb) * count_of(s) + s - first) * padded;
       u16* dst = packed.data() + ((static_cast<long>(k) * mb_w + mb) * sad::sub_blocks + s) * sad::positions;
-      for (int i0 = 0; i0 < sad::positions; i0 += 128) {
-        b.for_threads([&](apgas::thread_index t) {
-          if (i0 + t.x < sad::positions) dst[i0 + t.x] = src[i0 + t.x];
-        });
-      }
+      b.for_range(sad::positions, [&](int i) { dst[i] = src[i]; });
     }));
     q.async_copy(packed, 0, std::span<u16>(rows));
   });

@@ -12,13 +12,6 @@
 #else
 #define X10CUDA_HD
 #endif
-// #pragma unroll in nvcc's device pass; nothing elsewhere (nvcc's host pass warns about `#pragma unroll` and about
-// `#pragma GCC unroll`, and GCC unrolls and vectorises these short loops at -O3 without being told).
-#if defined(__CUDA_ARCH__)
-#define X10CUDA_UNROLL _Pragma("unroll")
-#else
-#define X10CUDA_UNROLL
-#endif
 
 namespace x10cuda {
 

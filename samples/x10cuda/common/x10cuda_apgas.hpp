@@ -16,7 +16,7 @@ namespace x10cuda {
 template <class A>
 APGAS_KERNEL inline void rotate_left(A& a) {
   const auto first = a[0];
-  X10CUDA_UNROLL for (std::size_t i = 0; i + 1 < a.size(); ++i) a[i] = a[i + 1];
+  APGAS_UNROLL() for (std::size_t i = 0; i + 1 < a.size(); ++i) a[i] = a[i + 1];
   a[a.size() - 1] = first;
 }
 

@@ -56,7 +56,7 @@ void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out,
           b.for_threads([&](apgas::thread_index t) {
             const int x = t.x, y = t.y;
             float v = c[0] * q[r][t];
-            X10CUDA_UNROLL for (int k = 1; k <= r; ++k) {
+            APGAS_UNROLL() for (int k = 1; k <= r; ++k) {
               v += fdtd3d::term(c[k], q[r + k][t], q[r - k][t], p(x, y - k), p(x, y + k), p(x - k, y), p(x + k, y));
             }
             output[corner + y * nx + x] = v;

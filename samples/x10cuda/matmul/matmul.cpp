@@ -35,15 +35,15 @@ void sgemm_nn(apgas::in_order_queue& q, slice s, int n) {
     auto c = blk.per_thread<std::array<float, 16>>({});  // the thread's row of the tile
     for (int k0 = 0; k0 < k; k0 += 16) {
       blk.for_threads([&](apgas::thread_index t) {  // bs(i, j) = B(k0 + i, iby + j)
-        X10CUDA_UNROLL for (int i = 0; i < 4; ++i) bs[t.x * 17 + t.y + 4 * i] = B[k0 + t.x + (t.y + 4 * i) * ldb];
+        APGAS_UNROLL() for (int i = 0; i < 4; ++i) bs[t.x * 17 + t.y + 4 * i] = B[k0 + t.x + (t.y + 4 * i) * ldb];
       });
       blk.sync();
-      X10CUDA_UNROLL for (int i0 = 0; i0 < 16; i0 += 8) {  // 8 columns of A at a time
+      APGAS_UNROLL() for (int i0 = 0; i0 < 16; i0 += 8) {  // 8 columns of A at a time
         blk.for_threads([&](apgas::thread_index t) {
           std::array<float, 16> r = c[t];
-          X10CUDA_UNROLL for (int i = i0; i < i0 + 8; ++i) {
+          APGAS_UNROLL() for (int i = i0; i < i0 + 8; ++i) {
             const float a = A[t.linear + static_cast<long>(k0 + i) * lda];
-            X10CUDA_UNROLL for (int j = 0; j < 16; ++j) r[j] += a * bs[i * 17 + j];
+            APGAS_UNROLL() for (int j = 0; j < 16; ++j) r[j] += a * bs[i * 17 + j];
           }
           c[t] = r;
         });
@@ -52,7 +52,7 @@ void sgemm_nn(apgas::in_order_queue& q, slice s, int n) {
     }
     blk.for_threads([&](apgas::thread_index t) {
       float* out = C + t.linear;
-      X10CUDA_UNROLL for (int j = 0; j < 16; ++j) out[j * ldc] = matmul::alpha * c[t][j] + matmul::beta * out[j * ldc];
+      APGAS_UNROLL() for (int j = 0; j < 16; ++j) out[j * ldc] = matmul::alpha * c[t][j] + matmul::beta * out[j * ldc];
     });
   }));
 }
