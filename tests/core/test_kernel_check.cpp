@@ -83,6 +83,16 @@ TEST(KernelCheck, SharedRaceIsReported) {
     }));
     ASSERT_EQ(r2.size(), 1u);
     expect_mentions(r2[0], {"data race on shared array 0", "threads"});
+    // A block-stride loop (for_range) whose iteration i reads i - 1: another thread's, with no barrier between (a
+    // thread's own earlier iteration, i - 32, would be no race).
+    const auto r2b = reports(apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<int>(100),
+                                                [](apgas::thread_block b, apgas::shared_span<int> sh) {
+      b.for_range(100, [&](int i) {
+        sh[static_cast<std::size_t>(i)] = i > 0 ? sh[static_cast<std::size_t>(i - 1)] + 1 : 1;
+      });
+    }));
+    ASSERT_EQ(r2b.size(), 1u);
+    expect_mentions(r2b[0], {"data race on shared array 0", "threads"});
     // With the barrier in between: silent.
     const auto r3 = reports(apgas::cuda_kernel(apgas::grid{1, 16}, apgas::shared<int>(16),
                                                [](apgas::clocked_thread t, apgas::shared_span<int> sh) {
@@ -156,6 +166,19 @@ TEST(KernelCheck, LaunchesBeyondAGpusLimitsAreRefused) {
       ADD_FAILURE() << "300000 B of shared memory were not refused";
     } catch (const apgas::kernel_launch_error& e) {
       expect_mentions(e.what(), {"300000 B", "232448 B"});
+    }
+    // Shared arrays as a GPU lays them out, each at a 16-byte boundary: 1 + 15 (padding) + 232432 bytes fit exactly,
+    // one more does not (232434 bytes without the padding: the checking mode passed what a GPU refuses).
+    auto two = [](std::size_t second) {
+      apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<char>(1), apgas::shared<char>(second),
+                                                  [](apgas::thread, apgas::shared_span<char>, apgas::shared_span<char>) {}));
+    };
+    EXPECT_NO_THROW(two(232432));
+    try {
+      two(232433);
+      ADD_FAILURE() << "1 + 15 + 232433 B of shared memory were not refused";
+    } catch (const apgas::kernel_launch_error& e) {
+      expect_mentions(e.what(), {"232449 B", "232448 B"});
     }
     // Constant memory as a GPU lays it out, each constant_from at a 16-byte boundary: 32767 + 1 + 32768 bytes fit
     // in 64 KiB, 32769 + 15 + 32768 do not.
@@ -388,6 +411,12 @@ TEST(KernelCheck, ConstructsInsideForThreadsAreReported) {
     }));
     ASSERT_EQ(r3.size(), 1u);
     expect_mentions(r3[0], {"for_threads_in inside single", "only thread 0 runs the function given to single"});
+    const auto r3b = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [](apgas::thread_block b) {
+      b.for_threads([&](apgas::thread_index) { b.for_range(4, [](int) {}); });
+    }));
+    ASSERT_EQ(r3b.size(), 1u);
+    expect_mentions(r3b[0], {"found 1 problem(s)", "for_range inside for_threads",
+                             "runs that thread's share of the range only"});
     // After a nested loop the accesses are the outer thread's again: every thread writing element 0 is a race.
     const auto r4 = reports(apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<int>(32),
                                                [](apgas::thread_block b, apgas::shared_span<int> s) {

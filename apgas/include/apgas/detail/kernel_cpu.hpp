@@ -144,11 +144,14 @@ void own_buffer(global_copy<T>& r) {
   r.data = std::make_shared<std::vector<T>>(*r.data);
 }
 
-/// `total` bytes of shared memory per block, and n elements of `elem` bytes more: refused (kernel_launch_error) where
-/// the sum does not fit in a size_t (it would wrap around to a small size, and the launch run over its buffers).
-inline std::size_t add_shared(std::size_t total, std::size_t n, std::size_t elem) {
-  std::size_t bytes = 0, sum = 0;
-  if (__builtin_mul_overflow(n, elem, &bytes) || __builtin_add_overflow(total, bytes, &sum)) {
+/// `total` bytes of shared memory per block, and n elements of `elem` bytes more from the next multiple of `align`:
+/// the new total, refused (kernel_launch_error) where it does not fit in a size_t (it would wrap around to a small
+/// size, and the launch run over its buffers). CPU launches (the checking mode's count) and GPU launches (cuda_place's
+/// launch_layout) both count with it, with the GPU's alignments.
+inline std::size_t add_shared(std::size_t total, std::size_t n, std::size_t elem, std::size_t align = 1) {
+  std::size_t bytes = 0, at = 0, sum = 0;
+  if (__builtin_mul_overflow(n, elem, &bytes) || __builtin_add_overflow(total, (align - total % align) % align, &at) ||
+      __builtin_add_overflow(at, bytes, &sum)) {
     throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE, as on a GPU */,
                               "apgas::cuda_kernel: a shared array of " + std::to_string(n) + " elements of " +
                                   std::to_string(elem) + " bytes" +
@@ -158,14 +161,19 @@ inline std::size_t add_shared(std::size_t total, std::size_t n, std::size_t elem
   }
   return sum;
 }
-/// Shared memory one block of a launch uses, with resource r.
+/// Where a GPU launch puts a shared array of T in the dynamic shared memory: at a multiple of this
+/// (cuda_place/include/apgas/cuda/kernel.cuh lays them out so).
+template <class T>
+inline constexpr std::size_t gpu_shared_align = alignof(T) > 16 ? alignof(T) : 16;
+/// Shared memory one block of a launch uses on a GPU, with resource r (what the checking mode holds against a GPU's
+/// limit: the arrays as a GPU lays them out, each at its alignment).
 template <class T, std::size_t N, bool Fill>
 std::size_t shared_bytes(std::size_t total, const shared_array<T, N, Fill>& r) {
-  return add_shared(total, r.n, sizeof(T));
+  return add_shared(total, r.n, sizeof(T), gpu_shared_align<T>);
 }
 template <class T>
 std::size_t shared_bytes(std::size_t total, const shared_copy<T>& r) {
-  return add_shared(total, r.data->size(), sizeof(T));
+  return add_shared(total, r.data->size(), sizeof(T), gpu_shared_align<T>);
 }
 template <class R>
 std::size_t shared_bytes(std::size_t total, const R&) noexcept {

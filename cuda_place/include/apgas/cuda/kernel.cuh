@@ -266,10 +266,12 @@ struct launch_layout {
   std::vector<std::byte> constant;
   std::vector<gpu_upload> uploads;
 
-  std::size_t place_shared(std::size_t bytes, std::size_t align) {
-    const std::size_t at = (shared_bytes + align - 1) / align * align;
-    shared_bytes = at + bytes;
-    return at;
+  // n elements of elem bytes at the next multiple of align: their offset. Sizes that overflow a size_t are refused
+  // as on a CPU place (add_shared): wrapped round, the launch asked for a few bytes and its arrays lay beyond them.
+  std::size_t place_shared(std::size_t n, std::size_t elem, std::size_t align) {
+    const std::size_t end = add_shared(shared_bytes, n, elem, align);
+    shared_bytes = end;
+    return end - n * elem;
   }
   int upload(const void* data, std::size_t bytes) {
     uploads.push_back(gpu_upload{data, bytes});
@@ -282,19 +284,19 @@ constexpr std::size_t shared_alignment() {
   static_assert(alignof(T) <= shared_base_align,
                 "apgas::shared/shared_from: the element type is aligned to more than 128 bytes, the alignment of the "
                 "dynamic shared memory");
-  return alignof(T) > 16 ? alignof(T) : 16;
+  return gpu_shared_align<T>;  // (kernel_cpu.hpp: the checking mode counts with it too)
 }
 template <class T>
 inline constexpr std::size_t shared_align = shared_alignment<T>();
 
 template <class T, std::size_t N, bool Fill>
 resource_slot lay_out(launch_layout& l, const shared_array<T, N, Fill>& r) {
-  return {l.place_shared(r.n * sizeof(T), shared_align<T>), -1};
+  return {l.place_shared(r.n, sizeof(T), shared_align<T>), -1};
 }
 template <class T>
 resource_slot lay_out(launch_layout& l, const shared_copy<T>& r) {
-  const std::size_t bytes = r.data->size() * sizeof(T);
-  return {l.place_shared(bytes, shared_align<T>), l.upload(r.data->data(), bytes)};
+  const std::size_t at = l.place_shared(r.data->size(), sizeof(T), shared_align<T>);
+  return {at, l.upload(r.data->data(), r.data->size() * sizeof(T))};
 }
 template <class T>
 resource_slot lay_out(launch_layout& l, const constant_copy<T>& r) {
