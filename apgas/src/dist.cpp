@@ -227,7 +227,10 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
       std::memcpy(&flow, message.data() + message.size() - sizeof flow, sizeof flow);
       bytes = message.first(message.size() - sizeof flow);
     }
-    if (obs::on(obs::cat_message | obs::stats)) [[unlikely]] {
+    // A large message's announcement is not counted: its sender counted the message it announces (send_observed),
+    // and this place counts that message when it has landed and comes back through here (deliver_landed_large).
+    if (obs::on(obs::cat_message | obs::stats) &&
+        (kind_byte & ~traced_kind) != static_cast<std::uint8_t>(msg::large_message)) [[unlikely]] {
       obs::message_received(src, bytes.size(), kind_byte & ~traced_kind, flow);
       observed = true;
     }

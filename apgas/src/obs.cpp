@@ -4,6 +4,8 @@
 // the statistics table by obs_stats.cpp. Invariants: obs.hpp.
 #include "obs.hpp"
 
+#include "dist_state.hpp"
+
 #include "runtime.hpp"
 #include "scheduler.hpp"
 
@@ -372,6 +374,9 @@ struct collect_handler final : transport::handler {
         break;
       }
       default:
+        // A failure detector's heartbeat sent just before the run ended and held back by its last barrier: it says
+        // nothing here, and must not stop the exchange (place 0 then printed its own table only).
+        if (m.size() == 1 && tag == static_cast<std::uint8_t>(msg::heartbeat)) break;
         problem = "a message of " + std::to_string(m.size()) + " bytes from place " + std::to_string(src) +
                   " arrived while the places exchanged their trace records; dropped";
         break;
@@ -500,6 +505,14 @@ void on_terminate() {
 std::string placeholder_text() {
   return "{\"traceEvents\":[],\"otherData\":{\"apgas\":\"this run has not written its trace: it is still running, or "
          "it ended before it could; a place that failed wrote what it recorded to <this file>.place<N>.json\"}}\n";
+}
+
+// path, relative to the working directory now where it is relative; as it is where that is unknown.
+std::string absolute_path(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  char buf[4096];
+  if (::getcwd(buf, sizeof buf) == nullptr) return path;
+  return std::string(buf) + "/" + path;
 }
 
 // The name the trace is written to before it replaces a regular file at `path` (finish()).
@@ -799,9 +812,11 @@ bool prepare(const config& cfg, transport::transport& tp) {
     std::uint64_t buffer;
     std::uint64_t path_bytes;
   };
-  // Place 0's file: the target of a link (follow_links); its name goes to every place.
+  // Place 0's file: the target of a link (follow_links), made absolute (the program may change its working directory
+  // before the end, where the trace is written: the placeholder stayed in the first directory and the trace went to
+  // the second); its name goes to every place.
   const std::string file =
-      tp.rank() == 0 && !cfg.trace_file.empty() ? follow_links(cfg.trace_file) : cfg.trace_file;
+      tp.rank() == 0 && !cfg.trace_file.empty() ? follow_links(absolute_path(cfg.trace_file)) : cfg.trace_file;
   head mine{0, 1, cfg.trace_buffer, file.size()};
   if (!cfg.trace_file.empty()) mine.mask |= parse_filter(cfg.trace_filter, "APGAS_TRACE_FILTER");
   if (cfg.stats) mine.mask |= stats;
@@ -1017,10 +1032,12 @@ void emergency_dump(const char* why) noexcept {
     std::vector<place_record> records{decode(encode())};
     const std::string file = g.path + ".place" + std::to_string(g.place) + ".json";
     std::FILE* f = std::fopen(file.c_str(), "w");
-    if (f == nullptr) return;
-    write_json(f, records, g.places, g.mask, false);
-    if (std::fclose(f) == 0) {
+    if (f != nullptr) write_json(f, records, g.places, g.mask, false);
+    if (f != nullptr && std::fclose(f) == 0) {
       std::fprintf(stderr, "apgas: trace: place %d wrote what it recorded to '%s' (%s)\n", g.place, file.c_str(), why);
+    } else {  // (the placeholder at the trace's path says a failed place writes there: say that it could not)
+      std::fprintf(stderr, "apgas: trace: place %d could not write what it recorded to '%s' (%s): %s\n", g.place,
+                   file.c_str(), why, std::strerror(errno));
     }
   } catch (...) {
   }

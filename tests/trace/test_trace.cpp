@@ -343,6 +343,37 @@ TEST(TraceSettings, ALinkIsFollowedAndStays) {
   std::remove(target.c_str());
 }
 
+// A relative trace path is taken from the working directory at start-up: a program that changes directory during the
+// run still gets its trace there (the placeholder stayed there and the trace went to the new directory).
+TEST(TraceSettings, ARelativePathIsTakenFromTheDirectoryAtStartUp) {
+  const std::string dir = temp_file("reldir"), elsewhere = temp_file("reldir-elsewhere");
+  ::mkdir(dir.c_str(), 0755);
+  ::mkdir(elsewhere.c_str(), 0755);
+  std::remove((dir + "/rel.json").c_str());
+  std::remove((elsewhere + "/rel.json").c_str());
+  char old[4096];
+  ASSERT_NE(::getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(::chdir(dir.c_str()), 0);
+  char real[4096];  // the directory as getcwd names it (TempDir may be relative, or lead through a link)
+  ASSERT_NE(::getcwd(real, sizeof real), nullptr);
+  testing::internal::CaptureStderr();
+  const int rc = apgas::run(traced("rel.json"), [&] {
+    (void)fib(8);
+    ASSERT_EQ(::chdir(elsewhere.c_str()), 0);
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(::chdir(old), 0);
+  EXPECT_EQ(rc, 0);
+  const auto f = check_trace(dir + "/rel.json");
+  EXPECT_TRUE(f.problems.empty()) << f.summary();
+  EXPECT_EQ(f.starts_by_cat.at("activity"), spawns(8) + 1);
+  EXPECT_FALSE(exists(elsewhere + "/rel.json"));
+  EXPECT_NE(err.find("apgas: trace: wrote '" + std::string(real) + "/rel.json'"), std::string::npos) << err;
+  std::remove((dir + "/rel.json").c_str());
+  ::rmdir(dir.c_str());
+  ::rmdir(elsewhere.c_str());
+}
+
 // When the write at the end fails nonetheless, the error names the temporary file where that is what failed.
 TEST(TraceSettings, AFailedWriteAtTheEndNamesTheTemporaryFile) {
   const std::string path = temp_file("end.json");
@@ -438,6 +469,26 @@ TEST(TraceDeathTest, ATerminatingPlaceLeavesWhatItRecorded) {
   const auto placeholder = check_trace(path);
   EXPECT_TRUE(placeholder.problems.empty()) << placeholder.summary();
   EXPECT_EQ(placeholder.events, 0);
+}
+
+// A terminating place that cannot write its dump (its folder was removed during the run) says so: the placeholder
+// at the trace's path tells the reader to look for that file.
+TEST(TraceDeathTest, ATerminatingPlaceThatCannotWriteItsDumpSaysSo) {
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  const std::string dir = testing::TempDir() + "apgas-trace-death-gone";
+  const std::string path = dir + "/t.json";
+  if (!testing::internal::InDeathTestChild()) ::mkdir(dir.c_str(), 0755);
+  EXPECT_DEATH(
+      {
+        (void)apgas::run(traced(path), [&] {
+          std::remove(path.c_str());
+          ::rmdir(dir.c_str());
+          std::terminate();
+        });
+      },
+      "place 0 could not write what it recorded to '.*death-gone/t.json.place0.json' \\(std::terminate was "
+      "called\\): No such file or directory");
+  ::rmdir(dir.c_str());
 }
 
 // Where the trace goes to a FIFO (or a device such as /dev/null), a terminating place makes no file beside it (it made
