@@ -85,7 +85,4 @@ class finish_state {
   std::vector<std::exception_ptr> exceptions_;
 };
 
-/// Drop every clock of a terminating task (clock.cpp).
-void drop_all_clocks(task& t) noexcept;
-
 }  // namespace apgas::detail

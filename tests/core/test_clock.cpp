@@ -7,6 +7,7 @@
 #include <atomic>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 using apgas_test::run_on;
@@ -585,6 +586,38 @@ TEST_P(Clock, ManyActivitiesManyPhases) {
       c.drop();
     });
     EXPECT_EQ(bad.load(), 0);
+  });
+}
+
+// A capture's destructor runs inside its activity after the scheduler dropped the activity's clocks: clocks it
+// registers the activity on (clock::make, the children of a clocked_finish) are dropped too when it ends. The helper
+// below waited for ever for its creator, which had ended registered; and each such activity leaked its records.
+struct hands_over_a_phase {
+  std::atomic<int>* passed;
+  explicit hands_over_a_phase(std::atomic<int>* p) : passed(p) {}
+  hands_over_a_phase(hands_over_a_phase&& o) noexcept : passed(std::exchange(o.passed, nullptr)) {}  // one acts
+  hands_over_a_phase(const hands_over_a_phase&) = delete;
+  hands_over_a_phase& operator=(const hands_over_a_phase&) = delete;
+  ~hands_over_a_phase() {
+    if (passed == nullptr) return;
+    apgas::clock c = apgas::clock::make();
+    std::atomic<int>* const p = passed;
+    apgas::clocked_async({c}, [c, p] {
+      c.advance();  // passes once its creator has ended (dropping c)
+      p->fetch_add(1);
+    });
+  }
+};
+
+TEST_P(Clock, ClocksRegisteredByACapturesDestructorAreDroppedWithItsActivity) {
+  run_on(GetParam(), [] {
+    std::atomic<int> passed{0};
+    apgas::finish([&] {
+      for (int i = 0; i < 20; ++i) {
+        apgas::async([h = hands_over_a_phase(&passed)] {});  // its destructor runs at the end of the activity
+      }
+    });
+    EXPECT_EQ(passed.load(), 20);
   });
 }
 

@@ -16,6 +16,9 @@ namespace apgas::detail {
 
 class finish_state;
 struct clock_registrations;
+struct task;
+/// Drops every clock registration of t and frees its record (apgas/src/clock.cpp).
+void drop_all_clocks(task& t) noexcept;
 
 /// One activity. Created by async/async_at (task_of<F>), owned by the scheduler from spawn() on, destroyed by the
 /// worker that runs it to completion. Invariant: while an activity runs, the worker's current-task pointer designates
@@ -25,7 +28,13 @@ struct task {
   task() noexcept = default;
   task(const task&) = delete;
   task& operator=(const task&) = delete;
-  virtual ~task() = default;
+  /// The scheduler drops an activity's clocks when its body ends (run_task); its closure's captures are destroyed
+  /// after that, still inside the activity, and a destructor may register it on clocks again (clock::make, a
+  /// clocked_finish): those are dropped here, before the activity's finish learns that it ended (an activity that
+  /// terminates drops all its clocks; the others waited on them for ever).
+  virtual ~task() {
+    if (clocks != nullptr) [[unlikely]] drop_all_clocks(*this);
+  }
 
   /// Run the activity's body. May throw: the scheduler delivers the exception to the governing finish.
   virtual void invoke() = 0;
