@@ -135,7 +135,7 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
     q.async(apgas::cuda_kernel(apgas::grid{{mb_w, r1 - r0}, pairs / 4}, [=] APGAS_KERNEL(apgas::thread_block b) {
       const long mb = b.block();
       auto* s = reinterpret_cast<unsigned*>(sads.data());
-      b.for_range(long{pairs}, [&](long i) {
+      b.for_range(pairs, [&](int i) {
         const unsigned* in = s + (5L * mbs + mb * 4) * pairs + i;
         const unsigned i00 = in[0], i01 = in[pairs], i10 = in[2 * pairs], i11 = in[3 * pairs];
         unsigned* o3 = s + (3L * mbs + mb * 2) * pairs + i;  // 8 wide, 16 tall
