@@ -94,7 +94,11 @@ void check_live_array(const char* what, std::uintptr_t addr, std::size_t bytes, 
 
 array_token array_new(std::size_t bytes, std::size_t align) {
   void* p = nullptr;
-  if (bytes > std::numeric_limits<std::size_t>::max() / 2) throw std::bad_alloc();  // (no rounding overflows below)
+  if (bytes > std::numeric_limits<std::size_t>::max() / 2) {  // (no rounding overflows below)
+    throw std::length_error("apgas::make_remote_array: " + std::to_string(bytes) +
+                            " bytes do not fit in the address space (at most " +
+                            std::to_string(std::numeric_limits<std::size_t>::max() / 2) + ")");
+  }
   if (bytes >= huge_page) {
     p = map_large(bytes, align > huge_page ? align : huge_page);  // zero pages
   } else {

@@ -332,6 +332,23 @@ struct fragile {
 };
 }  // namespace
 
+// An array of more bytes than half the address space is refused naming its size and the limit (it was a bare
+// std::bad_alloc), as one whose element count overflows a size_t is.
+TEST(Places, AnArrayLargerThanTheAddressSpaceIsRefusedNamingItsSize) {
+  run_on(1, [] {
+    const std::size_t bytes = (SIZE_MAX / 2) + 1;
+    try {
+      (void)apgas::make_remote_array<char>(apgas::here(), bytes);
+      ADD_FAILURE() << "not refused";
+    } catch (const std::length_error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bytes) + " bytes do not fit in the address space (at most " +
+                                           std::to_string(SIZE_MAX / 2) + ")"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
 TEST(Places, AnElementThatThrowsLeavesNoArray) {
   static_assert(std::is_trivially_copyable_v<fragile> && !std::is_trivially_default_constructible_v<fragile>);
   run_on(1, [] {

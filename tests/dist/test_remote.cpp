@@ -18,6 +18,7 @@
 #include <vector>
 
 using apgas_test::run_everywhere;
+using apgas_test::run_everywhere_with;
 
 namespace {
 
@@ -618,6 +619,31 @@ TEST(Remote, PlaceLocalInstancesLeftAtTheEndOfARunAreDestroyed) {
     EXPECT_EQ(counted_instance::live.load(), 2);
   });
   EXPECT_EQ(counted_instance::live.load(), 0) << "instances left at this process after the run";
+}
+
+// 40000 copies in flight to one place at once, each into its own slot: each bulk transfer's tag must stay unique
+// among those in flight between two places (the mpi transport's 24000 tags came round, and under the reordering
+// shim thousands of slots held another copy's data, silently). Under the shim, which holds every message until its
+// sender polls, a loaded machine can take longer than the default failure-detector timeout: a generous one here.
+TEST(Remote, FortyThousandCopiesInFlightEachLandInTheirOwnSlot) {
+  run_everywhere_with([](apgas::config& cfg) { cfg.heartbeat_timeout_s = 300; }, [] {
+    constexpr std::size_t copies = 40000, slot = 16;
+    std::vector<std::uint32_t> src(copies * slot);
+    std::iota(src.begin(), src.end(), 0u);
+    auto arr = apgas::make_remote_array<std::uint32_t>(apgas::place(1), src.size());
+    apgas::finish([&] {
+      for (std::size_t c = 0; c < copies; ++c) {
+        apgas::async_copy(std::span<const std::uint32_t>(src).subspan(c * slot, slot), arr, c * slot);
+      }
+    });
+    std::vector<std::uint32_t> back(src.size());
+    apgas::finish([&] { apgas::async_copy(arr, 0, std::span<std::uint32_t>(back)); });
+    std::size_t wrong = 0;
+    for (std::size_t c = 0; c < copies; ++c) wrong += back[c * slot] != src[c * slot] ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "slots holding another copy's data";
+    EXPECT_TRUE(back == src);
+    apgas::free_remote_array(arr);
+  });
 }
 
 TEST(Remote, AsyncCopyOneByteTo64MiBBothWays) {

@@ -5,10 +5,10 @@
 /// @code
 ///   apgas::finish([&] {
 ///     auto q = apgas::in_order(gpu);                     // or a host place: the same program, the same order
-///     apgas::async_copy(std::span<const float>(host), a);   // (outside the queue: ordered by the finish only)
-///     for (int it = 0; it < 100; ++it) q.async(stencil_kernel(it % 2 ? b : a, it % 2 ? a : b));
-///     q.async_copy(b, 0, std::span<float>(result));
-///   });                                                   // one finish for the 101 operations
+///     q.async_copy(std::span<const float>(host), a);     // the input, before the first sweep reads it
+///     for (int it = 0; it < 100; ++it) q.async(stencil_kernel(it % 2 ? b : a, it % 2 ? a : b));  // (in, out)
+///     q.async_copy(a, 0, std::span<float>(result));      // sweep 99 wrote a
+///   });                                                   // one finish for the 102 operations
 /// @endcode
 /// Each operation starts after the one issued before it on the queue has ended (its kernel's blocks, its copy's
 /// data landed) and counts in the finish that governs the activity that issued it, like an activity. At a GPU the

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -47,9 +48,11 @@ constexpr int posted = 16;
 // order of messages from one source with one tag, so each source has at most one message in reassembly.
 constexpr std::size_t frag_bytes = 4032;
 constexpr int max_pieces = static_cast<int>(small_bytes / frag_bytes) + 1;
-// Bulk transfers use tags bulk_tag_base + (tag % bulk_tags): within the 32767 every MPI guarantees.
+// Bulk transfers use the tags from bulk_tag_base up to the communicator's MPI_TAG_UB (at least 32767, Open MPI's is
+// 2^31 - 1), counted per peer: a transfer's tag is unique among those in flight between two places as long as fewer
+// than bulk_tags_ (tag_ub - 8000 + 1) of them are (24000 tags shared by all peers once: a copy's data landed in
+// another's buffer after 24000 transfers, silently).
 constexpr int bulk_tag_base = 8000;
-constexpr std::uint32_t bulk_tags = 24000;
 
 std::string mpi_error_string(int rc) {
   char buf[MPI_MAX_ERROR_STRING];
@@ -85,6 +88,11 @@ class mpi_transport final : public transport {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    int* tag_ub = nullptr;
+    int has_ub = 0;
+    check(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &has_ub), "MPI_Comm_get_attr(MPI_TAG_UB)");
+    bulk_tags_ = static_cast<std::uint32_t>((has_ub != 0 && tag_ub != nullptr ? *tag_ub : 32767) - bulk_tag_base + 1);
+    next_tag_ = std::make_unique<std::atomic<std::uint32_t>[]>(static_cast<std::size_t>(size_));
     partial_.resize(static_cast<std::size_t>(size_));
     small_bufs_.resize(posted);
     small_reqs_.assign(posted, MPI_REQUEST_NULL);
@@ -212,8 +220,8 @@ class mpi_transport final : public transport {
     return progress || any;
   }
 
-  std::uint32_t next_bulk_tag(int) noexcept override {
-    return next_tag_.fetch_add(1, std::memory_order_relaxed) % bulk_tags;
+  std::uint32_t next_bulk_tag(int dst) noexcept override {
+    return next_tag_[static_cast<std::size_t>(dst)].fetch_add(1, std::memory_order_relaxed) % bulk_tags_;
   }
 
   // The payload is sent from the caller's memory (MPI_Isend, no copy); MPI's single-copy shared-memory path or the
@@ -222,7 +230,7 @@ class mpi_transport final : public transport {
     check_size(payload.size());
     {
       std::lock_guard lock(out_mutex_);
-      bulk_out_.push_back({dst, static_cast<int>(bulk_tag_base + tag % bulk_tags), payload});
+      bulk_out_.push_back({dst, static_cast<int>(bulk_tag_base + tag % bulk_tags_), payload});
       has_out_.store(true, std::memory_order_release);
     }
     if (mpi_.try_lock()) {
@@ -235,7 +243,7 @@ class mpi_transport final : public transport {
     check_size(target.size());
     {
       std::lock_guard lock(out_mutex_);
-      bulk_in_pending_.push_back({src, static_cast<int>(bulk_tag_base + tag % bulk_tags), target, done, ctx,
+      bulk_in_pending_.push_back({src, static_cast<int>(bulk_tag_base + tag % bulk_tags_), target, done, ctx,
                                   MPI_REQUEST_NULL});
       has_out_.store(true, std::memory_order_release);
     }
@@ -385,33 +393,43 @@ class mpi_transport final : public transport {
     ++f.nreq;
   }
 
+  // At most this many requests (or groups of a message's pieces) are tested per poll, from where the last poll
+  // stopped: each test of a pending request runs a pass of MPI's progress engine, and testing every one of 40000
+  // copies in flight at every poll made a poll so slow that the place's heartbeats came late (its peers declared it
+  // dead) and the transfers' time grew with the square of their number.
+  static constexpr std::size_t tests_per_poll = 64;
+
   // Completed bulk receives, whose done callbacks the caller runs after releasing the lock.
   void complete_bulk_locked(std::vector<bulk_recv>& done) {
-    for (auto it = bulk_in_.begin(); it != bulk_in_.end();) {
+    for (std::size_t k = 0; k < tests_per_poll && !bulk_in_.empty(); ++k) {
+      if (recv_cursor_ >= bulk_in_.size()) recv_cursor_ = 0;
+      bulk_recv& b = bulk_in_[recv_cursor_];
       int flag = 0;
-      check(MPI_Test(&it->req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      check(MPI_Test(&b.req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
       if (flag) {
-        done.push_back(*it);
-        it = bulk_in_.erase(it);
+        done.push_back(b);
+        if (recv_cursor_ + 1 != bulk_in_.size()) b = bulk_in_.back();  // order does not matter
+        bulk_in_.pop_back();
       } else {
-        ++it;
+        ++recv_cursor_;
       }
     }
   }
 
   bool complete_sends_locked() {
     bool any = false;
-    for (std::size_t i = 0; i < in_flight_.size();) {
-      in_flight& f = in_flight_[i];
+    for (std::size_t k = 0; k < tests_per_poll && !in_flight_.empty(); ++k) {
+      if (send_cursor_ >= in_flight_.size()) send_cursor_ = 0;
+      in_flight& f = in_flight_[send_cursor_];
       int done = 0;
       check(MPI_Testall(f.nreq, f.reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
       if (done) {
         recycle_buffer(std::move(f.bytes));
-        if (i + 1 != in_flight_.size()) f = std::move(in_flight_.back());  // order does not matter
+        if (send_cursor_ + 1 != in_flight_.size()) f = std::move(in_flight_.back());  // order does not matter
         in_flight_.pop_back();
         any = true;
       } else {
-        ++i;
+        ++send_cursor_;
       }
     }
     return any;
@@ -472,7 +490,9 @@ class mpi_transport final : public transport {
   std::vector<bulk_send> bulk_out_;        // guarded by out_mutex_
   std::vector<bulk_recv> bulk_in_pending_; // guarded by out_mutex_
   std::deque<bulk_recv> bulk_in_;         // posted; guarded by mpi_
-  std::atomic<std::uint32_t> next_tag_{0};
+  std::size_t recv_cursor_ = 0, send_cursor_ = 0;  // where complete_bulk_locked / complete_sends_locked go on
+  std::unique_ptr<std::atomic<std::uint32_t>[]> next_tag_;  // per peer: its next bulk tag
+  std::uint32_t bulk_tags_ = 32767 - bulk_tag_base + 1;       // tags from bulk_tag_base to MPI_TAG_UB
   std::vector<aligned_buffer> small_bufs_;  // pre-posted receive buffers (guarded by mpi_)
   std::vector<MPI_Request> small_reqs_;
   // The receive ring: receives head_, head_ + 1, ... (mod posted) in the order they were posted, which is the order
