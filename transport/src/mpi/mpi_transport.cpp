@@ -92,7 +92,7 @@ class mpi_transport final : public transport {
     int has_ub = 0;
     check(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &has_ub), "MPI_Comm_get_attr(MPI_TAG_UB)");
     bulk_tags_ = static_cast<std::uint32_t>((has_ub != 0 && tag_ub != nullptr ? *tag_ub : 32767) - bulk_tag_base + 1);
-    next_tag_ = std::make_unique<std::atomic<std::uint32_t>[]>(static_cast<std::size_t>(size_));
+    next_tag_ = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(size_));
     partial_.resize(static_cast<std::size_t>(size_));
     small_bufs_.resize(posted);
     small_reqs_.assign(posted, MPI_REQUEST_NULL);
@@ -121,10 +121,8 @@ class mpi_transport final : public transport {
   std::size_t max_message() const noexcept override { return std::size_t{1} << 30; }
 
   void send(int dst, std::vector<std::byte> bytes) override {
-    if (dst < 0 || dst >= size_) {
-      throw transport_error("apgas transport mpi: send to rank " + std::to_string(dst) + " of " +
-                            std::to_string(size_));
-    }
+    check_rank(dst, "send to");
+    check_size(bytes.size(), "message");
     if (mpi_.try_lock()) {  // the common case: straight out, not through the queue (no ordering is promised)
       std::lock_guard lock(mpi_, std::adopt_lock);
       start_send_locked(dst, std::move(bytes));
@@ -221,13 +219,16 @@ class mpi_transport final : public transport {
   }
 
   std::uint32_t next_bulk_tag(int dst) noexcept override {
-    return next_tag_[static_cast<std::size_t>(dst)].fetch_add(1, std::memory_order_relaxed) % bulk_tags_;
+    // 64-bit: a 32-bit count taken modulo bulk_tags_ jumped back 16000 tags when it wrapped (2^32 mod (2^31 - 8000)).
+    return static_cast<std::uint32_t>(next_tag_[static_cast<std::size_t>(dst)].fetch_add(1, std::memory_order_relaxed) %
+                                      bulk_tags_);
   }
 
   // The payload is sent from the caller's memory (MPI_Isend, no copy); MPI's single-copy shared-memory path or the
   // network's RDMA puts it straight into the memory the receiver posted.
   void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
-    check_size(payload.size());
+    check_rank(dst, "bulk transfer to");
+    check_size(payload.size(), "bulk transfer");
     {
       std::lock_guard lock(out_mutex_);
       bulk_out_.push_back({dst, static_cast<int>(bulk_tag_base + tag % bulk_tags_), payload});
@@ -240,7 +241,8 @@ class mpi_transport final : public transport {
   }
 
   void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) override {
-    check_size(target.size());
+    check_rank(src, "bulk transfer from");
+    check_size(target.size(), "bulk transfer");
     {
       std::lock_guard lock(out_mutex_);
       bulk_in_pending_.push_back({src, static_cast<int>(bulk_tag_base + tag % bulk_tags_), target, done, ctx,
@@ -311,10 +313,17 @@ class mpi_transport final : public transport {
     MPI_Request req;
   };
 
-  void check_size(std::size_t n) const {
+  // Checked before anything is queued: a bad one found by MPI inside flush_locked would leave the queue broken.
+  void check_size(std::size_t n, const char* what) const {
     if (n > max_message()) {
-      throw transport_error("apgas transport mpi: a bulk transfer of " + std::to_string(n) +
+      throw transport_error(std::string("apgas transport mpi: a ") + what + " of " + std::to_string(n) +
                             " bytes exceeds the limit of " + std::to_string(max_message()));
+    }
+  }
+  void check_rank(int r, const char* what) const {
+    if (r < 0 || r >= size_) {
+      throw transport_error(std::string("apgas transport mpi: ") + what + " rank " + std::to_string(r) + " of " +
+                            std::to_string(size_));
     }
   }
 
@@ -491,7 +500,7 @@ class mpi_transport final : public transport {
   std::vector<bulk_recv> bulk_in_pending_; // guarded by out_mutex_
   std::deque<bulk_recv> bulk_in_;         // posted; guarded by mpi_
   std::size_t recv_cursor_ = 0, send_cursor_ = 0;  // where complete_bulk_locked / complete_sends_locked go on
-  std::unique_ptr<std::atomic<std::uint32_t>[]> next_tag_;  // per peer: its next bulk tag
+  std::unique_ptr<std::atomic<std::uint64_t>[]> next_tag_;  // per peer: its transfers so far
   std::uint32_t bulk_tags_ = 32767 - bulk_tag_base + 1;       // tags from bulk_tag_base to MPI_TAG_UB
   std::vector<aligned_buffer> small_bufs_;  // pre-posted receive buffers (guarded by mpi_)
   std::vector<MPI_Request> small_reqs_;
