@@ -98,6 +98,21 @@ TEST(TraceDist, EveryPlaceOnOneTimelineWithItsMessages) {
   EXPECT_NE(err.find("clock offsets; place 1 "), std::string::npos) << err;
 }
 
+// What a place sent to another is what that one received from it: messages and bytes (err: the tables, for the
+// failure messages).
+template <class Stats>
+void expect_pairs_agree(const Stats& stats, int hosts, const std::string& err) {
+  for (int a = 0; a < hosts; ++a) {
+    for (int b = 0; b < hosts; ++b) {
+      if (a == b) continue;
+      const auto& ab = stats.at(a).peers.at(b);
+      const auto& ba = stats.at(b).peers.at(a);
+      EXPECT_EQ(ab.msgs_sent, ba.msgs_recv) << a << " -> " << b << "\n" << err;
+      EXPECT_EQ(ab.bytes_sent, ba.bytes_recv) << a << " -> " << b << "\n" << err;
+    }
+  }
+}
+
 TEST(StatsDist, EveryPlaceHasATableAndThePairsAgree) {
   apgas::config cfg = apgas::config::from_env();
   cfg.nthreads = 2;
@@ -120,15 +135,10 @@ TEST(StatsDist, EveryPlaceHasATableAndThePairsAgree) {
   for (int p = 1; p < hosts; ++p) {
     EXPECT_EQ(stats.at(p).value.at("activities run"), 1 + asyncs_there + spawns(fib_n) + 1 + 1) << err;
   }
-  // What a place sent to another is what that one received from it: messages and bytes.
+  expect_pairs_agree(stats, hosts, err);
   for (int a = 0; a < hosts; ++a) {
     for (int b = 0; b < hosts; ++b) {
-      if (a == b) continue;
-      const auto& ab = stats.at(a).peers.at(b);
-      const auto& ba = stats.at(b).peers.at(a);
-      EXPECT_EQ(ab.msgs_sent, ba.msgs_recv) << a << " -> " << b << "\n" << err;
-      EXPECT_EQ(ab.bytes_sent, ba.bytes_recv) << a << " -> " << b << "\n" << err;
-      EXPECT_GE(ab.msgs_sent, 1) << a << " -> " << b << "\n" << err;
+      if (a != b) EXPECT_GE(stats.at(a).peers.at(b).msgs_sent, 1) << a << " -> " << b << "\n" << err;
     }
     // Place 0 sent every other place at least its activity, its at and its team activity, and the shutdown.
     if (a != 0) {
@@ -156,14 +166,7 @@ TEST(StatsDist, AMessageSentInPiecesCountsOnceAtBothEnds) {
   if (!rank0()) return;
   const auto stats = parse_stats(err);
   ASSERT_EQ(static_cast<int>(stats.size()), hosts) << err;
-  for (int a = 0; a < hosts; ++a) {
-    for (int b = 0; b < hosts; ++b) {
-      if (a == b) continue;
-      EXPECT_EQ(stats.at(a).peers.at(b).msgs_sent, stats.at(b).peers.at(a).msgs_recv) << a << " -> " << b << "\n" << err;
-      EXPECT_EQ(stats.at(a).peers.at(b).bytes_sent, stats.at(b).peers.at(a).bytes_recv) << a << " -> " << b << "\n"
-                                                                                        << err;
-    }
-  }
+  expect_pairs_agree(stats, hosts, err);
   EXPECT_GT(stats.at(0).peers.at(1).bytes_sent, 1 << 20) << err;
 }
 

@@ -39,8 +39,8 @@ class reorder_shim final : public transport {
     held_.emplace(polls_ + 1 + rng_() % 12, held{dst, std::move(bytes)});
   }
 
-  // Sends what is due at this poll round (by its round: with tens of thousands held, a pass over all of them at
-  // every poll slowed the place so much that its heartbeats, held too, came late and its peers declared it dead).
+  // Sends what is due at this poll round (found by its round: with tens of thousands held, a pass over all of them
+  // at every poll made each poll as slow as their number).
   bool poll(handler& h) override {
     std::vector<held> ready;
     {

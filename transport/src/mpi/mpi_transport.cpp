@@ -404,8 +404,7 @@ class mpi_transport final : public transport {
 
   // At most this many requests (or groups of a message's pieces) are tested per poll, from where the last poll
   // stopped: each test of a pending request runs a pass of MPI's progress engine, and testing every one of 40000
-  // copies in flight at every poll made a poll so slow that the place's heartbeats came late (its peers declared it
-  // dead) and the transfers' time grew with the square of their number.
+  // copies in flight at every poll made their time grow with the square of their number.
   static constexpr std::size_t tests_per_poll = 64;
 
   // Completed bulk receives, whose done callbacks the caller runs after releasing the lock.
