@@ -124,7 +124,7 @@ struct team_slot {
   std::vector<std::uint8_t> failed;           // by team rank: the part is the sender's error text (1, 2: its root)
   std::vector<std::int32_t> sigs;             // by team rank: the operation's signature in the part (-1: none yet;
                                               // -2: a part of a member whose root was refused, which has none)
-  std::vector<std::uint32_t> elems;           // by team rank: the size of the sender's elements
+  std::vector<std::uint64_t> elems;           // by team rank: the sender's element signature
   int arrived = 0;
   int expected = 0;       // what the waiter waits for: that many parts, or
   int from = -1;          // if not -1, the part of this team rank only (the others' are the refused roots' and dropped)

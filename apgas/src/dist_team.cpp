@@ -1,13 +1,14 @@
 // Teams across host places (apgas/team.hpp): the parts of team operations. Every part is one team_contrib message,
 // keyed by (team id, operation number): the members of a team number its operations in the same order (SPMD), so a
 // part that arrives before its receiver reached the operation waits in a slot. A part carries the run's number (an
-// earlier run's is dropped) and the size of its sender's elements. The typed operations themselves (which member
-// sends what to whom) are templates in team.hpp; split, the root check and the waiting are here.
+// earlier run's is dropped) and its sender's element signature (size and type). The typed operations themselves
+// (which member sends what to whom) are templates in team.hpp; split, the root check and the waiting are here.
 #include "dist_state.hpp"
 #include "runtime.hpp"
 
 #include "obs.hpp"
 #include "scheduler.hpp"
+#include "type_name.hpp"
 
 #include <apgas/detail/completion.hpp>
 #include <apgas/error.hpp>
@@ -92,10 +93,10 @@ std::uint64_t signed_seq(std::uint64_t seq, const char* what, int root) {
   return seq | static_cast<std::uint64_t>((sig ^ (sig >> 16)) & 0xffffu) << sig_shift;
 }
 
-void send_part(std::uint64_t team, std::uint64_t seq, std::size_t elem, int from, int to,
+void send_part(std::uint64_t team, std::uint64_t seq, std::uint64_t elem, int from, int to,
                std::span<const std::byte> bytes, std::uint8_t failed) {
   writer w = message_writer(bytes.size() + 48);  // the whole message at once: no regrowth copies
-  w& msg::team_contrib& team& seq& g_dist->clock_epoch& static_cast<std::uint32_t>(elem) &
+  w& msg::team_contrib& team& seq& g_dist->clock_epoch& elem &
       static_cast<std::int32_t>(from) & failed;
   w.write_bytes(bytes.data(), bytes.size());
   send(to, std::move(w));
@@ -183,7 +184,7 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
   std::uint64_t team = 0;
   std::uint64_t seq = 0;
   std::uint32_t run = 0;
-  std::uint32_t elem = 0;
+  std::uint64_t elem = 0;
   std::int32_t from = 0;
   std::uint8_t failed = 0;
   r& team& seq& run& elem& from& failed;
@@ -243,7 +244,14 @@ std::uint64_t team_begin(std::uint64_t team, const char* what, int root, bool re
   return signed_seq(seq, what, root);
 }
 
-void team_send(std::uint64_t team, std::uint64_t seq, std::size_t elem, int from, int to,
+std::uint64_t element_signature(std::size_t size, const char* mangled_name) noexcept {
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (const char* c = mangled_name; *c != '\0'; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 16777619u;
+  // (never 0 in the low half: a part of 0-byte elements does not exist, and 0 means "none came")
+  return static_cast<std::uint64_t>(h) << 32 | static_cast<std::uint32_t>(size);
+}
+
+void team_send(std::uint64_t team, std::uint64_t seq, std::uint64_t elem, int from, int to,
                std::span<const std::byte> bytes, bool failed) {
   send_part(team, seq, elem, from, to, bytes, failed ? part_failed : 0);
 }
@@ -365,7 +373,7 @@ detail::team_parts team::wait(const char* what, std::uint64_t seq, int expected,
   return tp;
 }
 
-void team::check_parts(const char* what, const detail::team_parts& tp, std::size_t elem) const {
+void team::check_parts(const char* what, const detail::team_parts& tp, std::uint64_t elem, const char* type) const {
   for (std::size_t i = 0; i < tp.failed.size(); ++i) {
     if (tp.failed[i] != 0) {
       throw illegal_operation_exception(
@@ -374,13 +382,14 @@ void team::check_parts(const char* what, const detail::team_parts& tp, std::size
           std::string(reinterpret_cast<const char*>(tp.parts[i].data()), tp.parts[i].size()));
     }
   }
+  const auto size_of = [](std::uint64_t sig) { return std::to_string(sig & 0xffffffffu); };
   for (std::size_t i = 0; i < tp.elems.size(); ++i) {
-    if (tp.elems[i] != 0 && tp.elems[i] != elem) {
-      throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(place_at(static_cast<int>(i))) +
-                                        " passed elements of " + std::to_string(tp.elems[i]) +
-                                        " bytes, this place's are " + std::to_string(elem) +
-                                        " bytes (every member passes the same element type)");
-    }
+    if (tp.elems[i] == 0 || tp.elems[i] == elem) continue;
+    const bool same_size = (tp.elems[i] & 0xffffffffu) == (elem & 0xffffffffu);
+    throw illegal_operation_exception(
+        std::string(what) + ": place " + std::to_string(place_at(static_cast<int>(i))) + " passed elements of " +
+        (same_size ? "another type of " : "") + size_of(tp.elems[i]) + " bytes, this place's are " + size_of(elem) +
+        " bytes (" + detail::demangle(type) + "; every member passes the same element type)");
   }
 }
 

@@ -693,6 +693,39 @@ TEST(Team, MembersWithDifferentElementSizesAreRefused) {
   });
 }
 
+// Members passing elements of different types of one size (float and int) are refused as different sizes are: the
+// bytes would combine into nonsense.
+TEST(Team, MembersWithDifferentElementTypesOfOneSizeAreRefused) {
+  run_everywhere([] {
+    spmd([] {
+      apgas::team w = apgas::team::world();
+      const int me = w.rank();
+      try {
+        if (me == 0) {
+          std::vector<float> v(2, 1.5f);
+          w.allreduce(std::span<float>(v), [](float a, float b) { return a + b; });
+        } else {
+          std::vector<int> v(2, 7);
+          w.allreduce(std::span<int>(v), [](int a, int b) { return a + b; });
+        }
+        ADD_FAILURE() << "an allreduce of floats against ints";
+      } catch (const apgas::illegal_operation_exception& e) {
+        EXPECT_NE(std::string(e.what()).find(me == 0 ? "place 1 passed elements of another type of 4 bytes, this "
+                                                       "place's are 4 bytes (float; every member"
+                                                     : "place 0 passed elements of another type of 4 bytes, this "
+                                                       "place's are 4 bytes (int; every member"),
+                  std::string::npos)
+            << e.what();
+      }
+      // The same type everywhere still combines.
+      std::vector<int> v(2, me + 1);
+      w.allreduce(std::span<int>(v), [](int a, int b) { return a + b; });
+      EXPECT_EQ(v[0], w.size() * (w.size() + 1) / 2);
+      expect_in_step(w);
+    });
+  });
+}
+
 // A place keeps a record of a sub-team only while a copy of the team lives there.
 TEST(Team, ASubTeamsRecordGoesWithItsLastCopy) {
   run_everywhere([] {

@@ -40,6 +40,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -50,8 +51,17 @@ namespace detail {
 struct team_parts {
   std::vector<std::vector<std::byte>> parts;
   std::vector<std::uint8_t> failed;  // the sender's own arguments (or its root) were wrong; its part is the message
-  std::vector<std::uint32_t> elems;  // the size of the sender's elements
+  std::vector<std::uint64_t> elems;  // the sender's element signature (element_signature), 0 if none came
 };
+/// What a member sends with its part to tell its element type: sizeof in the low 32 bits, a hash of the type's
+/// mangled name in the high 32 (every place runs the same program, so one type has one name everywhere). A member
+/// that passed another type of the same size (float and int) is refused as one that passed another size is.
+std::uint64_t element_signature(std::size_t size, const char* mangled_name) noexcept;
+template <class T>
+std::uint64_t element_signature_of() noexcept {
+  static const std::uint64_t sig = element_signature(sizeof(T), typeid(T).name());
+  return sig;
+}
 /// The next operation of team `team` at this place (checks that the caller is an unrestricted activity). The number
 /// carries a signature of `what` and `root` (-1: none) in its top 16 bits: team::wait refuses a part sent by a member
 /// that was at another operation, or named another root, at that point. `receives`: whether this place takes parts
@@ -59,8 +69,9 @@ struct team_parts {
 /// job with a message (its sender was at another operation or named another root, and whoever should have had the
 /// part would wait for ever).
 std::uint64_t team_begin(std::uint64_t team, const char* what, int root = -1, bool receives = true);
-/// One part of operation `seq`, of elements of `elem` bytes, from team rank `from` to place `to`.
-void team_send(std::uint64_t team, std::uint64_t seq, std::size_t elem, int from, int to,
+/// One part of operation `seq`, of elements of signature `elem` (element_signature), from team rank `from` to place
+/// `to`.
+void team_send(std::uint64_t team, std::uint64_t seq, std::uint64_t elem, int from, int to,
                std::span<const std::byte> bytes, bool failed = false);
 /// A fresh number for a team split at this place.
 std::uint64_t team_split_counter();
@@ -164,10 +175,10 @@ class team {
   /// only. Throws illegal_operation_exception if a member sent a part of another operation or root.
   detail::team_parts wait(const char* what, std::uint64_t seq, int expected, int from = -1) const;
   /// Throws illegal_operation_exception if a part is failed (its sender's arguments were wrong) or of elements of
-  /// another size than `elem`.
-  void check_parts(const char* what, const detail::team_parts& tp, std::size_t elem) const;
+  /// another type than this place's (signature `elem`, detail::element_signature; `type`: its mangled name).
+  void check_parts(const char* what, const detail::team_parts& tp, std::uint64_t elem, const char* type) const;
   /// Send `bytes` (or, when err is not empty, the failure text) to member i.
-  void send_to(std::uint64_t seq, std::size_t elem, int i, std::span<const std::byte> bytes,
+  void send_to(std::uint64_t seq, std::uint64_t elem, int i, std::span<const std::byte> bytes,
                const std::string& err) const {
     if (err.empty()) {
       detail::team_send(id_, seq, elem, rank_, place_at(i), bytes);
@@ -193,11 +204,11 @@ std::vector<std::vector<std::byte>> team::allgather_parts(const char* what, std:
                                                           const std::string& err) {
   const std::uint64_t seq = detail::team_begin(id_, what);
   for (int i = 0; i < size_; ++i) {
-    if (i != rank_) send_to(seq, sizeof(T), i, std::as_bytes(mine), err);
+    if (i != rank_) send_to(seq, detail::element_signature_of<T>(), i, std::as_bytes(mine), err);
   }
   detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp, sizeof(T));
+  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
   return std::move(tp.parts);
 }
 
@@ -255,11 +266,11 @@ void team::reduce(std::span<T> inout, Op op, place root) {
   const int r = root_rank(what, root);
   const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, sizeof(T), r, std::as_bytes(inout), {});
+    send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(inout), {});
     return;
   }
   detail::team_parts tp = wait(what, seq, size_ - 1);
-  check_parts(what, tp, sizeof(T));
+  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
   for (int p = 0; p < size_; ++p) {
     const std::size_t got = tp.parts[static_cast<std::size_t>(p)].size();
     if (p != r && got != inout.size_bytes()) detail::team_wrong_length(what, place_at(p), got, inout.size(), sizeof(T));
@@ -298,12 +309,12 @@ void team::broadcast(std::span<T> data, place root) {
   const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ != r);
   if (rank_ == r) {
     for (int i = 0; i < size_; ++i) {
-      if (i != r) send_to(seq, sizeof(T), i, std::as_bytes(data), {});
+      if (i != r) send_to(seq, detail::element_signature_of<T>(), i, std::as_bytes(data), {});
     }
     return;
   }
   detail::team_parts tp = wait(what, seq, 1, r);
-  check_parts(what, tp, sizeof(T));
+  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
   const std::vector<std::byte>& from = tp.parts[static_cast<std::size_t>(r)];
   if (from.size() != data.size_bytes()) detail::team_wrong_length(what, root.id(), from.size(), data.size(), sizeof(T));
   if (!data.empty()) std::memcpy(data.data(), from.data(), data.size_bytes());
@@ -316,7 +327,7 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
   const int r = root_rank(what, root);
   const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, sizeof(T), r, std::as_bytes(mine), {});
+    send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(mine), {});
     return;
   }
   const std::size_t k = mine.size();
@@ -327,7 +338,7 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
   }
   detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp, sizeof(T));
+  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
   for (int p = 0; p < size_; ++p) {
     const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(p)];
     if (p == r) {
@@ -347,14 +358,14 @@ void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> o
   const int r = root_rank(what, root);
   const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, sizeof(T), r, std::as_bytes(mine), {});
+    send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(mine), {});
     return;
   }
   const std::string err =
       detail::team_counts_error(what, counts, size_, "out holds", out.size(), r, mine.size(), "the root gives");
   detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp, sizeof(T));
+  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
   std::size_t off = 0;
   for (int p = 0; p < size_; ++p) {
     const std::size_t c = counts[static_cast<std::size_t>(p)];
@@ -383,7 +394,7 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
     for (int i = 0; i < size_; ++i) {
       if (i != r)
         send_to(
-            seq, sizeof(T), i,
+            seq, detail::element_signature_of<T>(), i,
             err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
             err);
     }
@@ -392,7 +403,7 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
     return;
   }
   detail::team_parts tp = wait(what, seq, 1, r);
-  check_parts(what, tp, sizeof(T));
+  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
   const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(r)];
   if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size(), k, sizeof(T));
   if (k != 0) std::memcpy(mine.data(), b.data(), b.size());
@@ -412,7 +423,7 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
     for (int i = 0; i < size_; ++i) {
       const std::size_t c = err.empty() ? counts[static_cast<std::size_t>(i)] : 0;
       if (i != r)
-        send_to(seq, sizeof(T), i, err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
+        send_to(seq, detail::element_signature_of<T>(), i, err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
       if (i == r && c != 0) std::memcpy(mine.data(), in.data() + off, c * sizeof(T));
       off += c;
     }
@@ -420,7 +431,7 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
     return;
   }
   detail::team_parts tp = wait(what, seq, 1, r);
-  check_parts(what, tp, sizeof(T));
+  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
   const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(r)];
   if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size(), mine.size(), sizeof(T));
   if (!mine.empty()) std::memcpy(mine.data(), b.data(), b.size());
@@ -467,14 +478,14 @@ void team::alltoall(std::span<const std::type_identity_t<T>> in, std::span<T> ou
   for (int i = 0; i < size_; ++i) {
     if (i != rank_) {
       send_to(
-          seq, sizeof(T), i,
+          seq, detail::element_signature_of<T>(), i,
           err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
           err);
     }
   }
   detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp, sizeof(T));
+  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
   for (int p = 0; p < size_; ++p) {
     T* to = out.data() + static_cast<std::size_t>(p) * k;
     if (p == rank_) {
