@@ -96,8 +96,7 @@ std::uint64_t signed_seq(std::uint64_t seq, const char* what, int root) {
 void send_part(std::uint64_t team, std::uint64_t seq, std::uint64_t elem, int from, int to,
                std::span<const std::byte> bytes, std::uint8_t failed) {
   writer w = message_writer(bytes.size() + 48);  // the whole message at once: no regrowth copies
-  w& msg::team_contrib& team& seq& g_dist->clock_epoch& elem &
-      static_cast<std::int32_t>(from) & failed;
+  w& msg::team_contrib& team& seq& g_dist->clock_epoch& elem& static_cast<std::int32_t>(from) & failed;
   w.write_bytes(bytes.data(), bytes.size());
   send(to, std::move(w));
 }

@@ -17,12 +17,12 @@
 /// anything is sent; a part of another operation or root than the receiver's (at the same point of the team's
 /// sequence) is refused with illegal_operation_exception naming this place's operation and the sender's team rank
 /// and place, as soon as it arrives (the receiver does not wait for the parts still missing). A part whose elements
-/// have another size than the receiver's (`int` against `long`) is refused with illegal_operation_exception naming
-/// both sizes (elements of the same size but of other types are not told apart). A part that reaches a place which
-/// receives nothing in that operation (e.g. a reduce to another root), or has finished it, means that its rightful
-/// receiver would wait for ever: that place stops the job with exit code 3 and a message saying so. Members that are
-/// all waiting, each for a part none of them sends (a reduce to place 0 at place 0, a broadcast from place 0 at the
-/// others), still wait for ever. A member whose own arguments are wrong
+/// have another size than the receiver's (`int` against `long`), or another type of the same size (`float` against
+/// `int`), is refused with illegal_operation_exception naming the sizes and the receiver's type. A part that reaches
+/// a place which receives nothing in that operation (e.g. a reduce to another root), or has finished it, means that
+/// its rightful receiver would wait for ever: that place stops the job with exit code 3 and a message saying so.
+/// Members that are all waiting, each for a part none of them sends (a reduce to place 0 at place 0, a broadcast from
+/// place 0 at the others), still wait for ever. A member whose own arguments are wrong
 /// (a length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
 /// illegal_operation_exception; a member that receives a failed part, or a part of the wrong length, throws
 /// illegal_operation_exception naming the other place. A team's parts carry the run's number: a part still in flight
@@ -423,7 +423,8 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
     for (int i = 0; i < size_; ++i) {
       const std::size_t c = err.empty() ? counts[static_cast<std::size_t>(i)] : 0;
       if (i != r)
-        send_to(seq, detail::element_signature_of<T>(), i, err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
+        send_to(seq, detail::element_signature_of<T>(), i,
+                err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
       if (i == r && c != 0) std::memcpy(mine.data(), in.data() + off, c * sizeof(T));
       off += c;
     }
