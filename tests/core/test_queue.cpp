@@ -1,6 +1,6 @@
 // In-order queues on a CPU place (apgas/queue.hpp): operations run in issue order, each counted in the finish of
 // its issuer, with one finish for a whole sequence; a failed operation stops the ones after it, each of which says
-// so; the queue is refused for another host's place.
+// so; the queue is refused for another host's place and outside an activity.
 #include "support/run.hpp"
 
 #include <atomic>
@@ -132,9 +132,20 @@ TEST_P(Queue, AFailedOperationStopsTheOnesAfterIt) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, Queue, testing::Values(1, 2));
 
-TEST(QueueRefusals, PlacesThatAreNotOfThisHost) {
+TEST(QueueRefusals, PlacesOfAnotherHostAndCallersThatAreNoActivity) {
   run_on(2, [] {
     EXPECT_THROW((void)apgas::in_order(apgas::place(7)), apgas::bad_place_exception);
+    // from a thread that is no activity (outside a run likewise), naming what is wrong
+    std::thread([] {
+      try {
+        (void)apgas::in_order(apgas::place(0));
+        ADD_FAILURE() << "a queue made by a thread that is no activity";
+      } catch (const apgas::illegal_operation_exception& e) {
+        EXPECT_NE(std::string(e.what()).find("apgas::in_order must be called by an activity (inside apgas::run)"),
+                  std::string::npos)
+            << e.what();
+      }
+    }).join();
     auto q = apgas::in_order(apgas::here());
     auto* pq = &q;
     // inside a kernel body an operation cannot be issued (kernels may not spawn)

@@ -10,7 +10,8 @@
 // place 0 sends it thousands of activities, and every place must end normally (on ofi the sends to the busy place
 // held up everything place 0 sent after them, heartbeats to the idle place included, which was then declared dead).
 // With "exit" the victim calls std::exit(7) in an activity: it must end with 7 (closing its transport under its
-// running workers crashed it), the others with 3 naming it.
+// running workers crashed it), the others with 3 naming it; what it wrote to stdout just before (no newline: in the
+// stream's buffer) must come out.
 // With "idle" nobody dies: place 0 waits 5 s, the others are idle (run with a different APGAS_HEARTBEAT_TIMEOUT at
 // one place: place 0's decides for the run, or one place's heartbeats came too rarely for the others).
 // With "invalid" the last place's configuration is invalid (nthreads -5): every place must stop at once with exit 2.
@@ -141,7 +142,10 @@ int main(int argc, char** argv) {
         }
         std::fprintf(stderr, "dead_place_main: place %d dies at %.6f\n", apgas::here().id(), now_s());
         std::fflush(stderr);
-        if (exits) std::exit(7);
+        if (exits) {
+          std::printf("dead_place_main: the last words before exit(7)");
+          std::exit(7);
+        }
         ::kill(::getpid(), SIGKILL);
       });
     });

@@ -165,7 +165,8 @@ class in_order_queue {
 };
 
 /// A new in-order queue at place p (a place of the calling host: its CPU place or one of its GPUs). Throws
-/// bad_place_exception for an invalid place, illegal_operation_exception for a place of another host.
+/// bad_place_exception for an invalid place, illegal_operation_exception for a place of another host or a caller that
+/// is no activity (outside apgas::run).
 inline in_order_queue in_order(place p) { return in_order_queue(p, detail::make_queue(p)); }
 
 }  // namespace apgas
