@@ -137,8 +137,11 @@ void proxy_offer(finish_state& fs, const void* value, const std::type_info& type
     throw illegal_operation_exception(std::string("apgas::offer at place ") + std::to_string(g_dist->rank) +
                                       " to a collecting finish at another place: its reducer " +
                                       demangle(o->reducer_name) +
-                                      " cannot be sent to another place (the reducer must be trivially copyable or "
-                                      "serializable, and its value_type serializable and default-constructible)");
+                                      " cannot be sent to another place (the reducer must be trivially copyable, or "
+                                      "serializable and default-constructible; apgas::reducer is when its value is "
+                                      "serializable and its operation trivially copyable and default-constructible: "
+                                      "a lambda without captures; and its value_type serializable and "
+                                      "default-constructible)");
   }
   std::lock_guard lock(p.lock());
   if (p.partial == nullptr) {

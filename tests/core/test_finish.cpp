@@ -649,6 +649,14 @@ TEST_P(FinishCollect, MinMaxAndCustomReducers) {
     // No offer: the identity.
     EXPECT_EQ(apgas::finish_collect(apgas::sum<int>(), [] {}), 0);
     EXPECT_EQ(apgas::finish_collect(apgas::min<int>(), [] { apgas::async([] {}); }), std::numeric_limits<int>::max());
+    // Floating types start from the infinities: an offered infinity is the result, not the largest finite value.
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    EXPECT_EQ(apgas::finish_collect(apgas::min<double>(),
+                                    [] { apgas::async([] { apgas::offer(std::numeric_limits<double>::infinity()); }); }),
+              inf);
+    EXPECT_EQ(apgas::finish_collect(apgas::max<float>(), [] { apgas::offer(-std::numeric_limits<float>::infinity()); }),
+              -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(apgas::finish_collect(apgas::max<double>(), [] {}), -inf);
   });
 }
 

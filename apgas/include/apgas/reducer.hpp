@@ -5,9 +5,12 @@
 ///   - `value_type`,
 ///   - `value_type zero() const` (the identity),
 ///   - `value_type operator()(const value_type&, const value_type&) const` (associative and commutative).
-/// For offers from other host places the reducer travels with the activities: it must then be trivially copyable or
-/// serializable (the project's archive; apgas::reducer is when its value is serializable and its operation trivially
-/// copyable), and its value_type serializable and default-constructible.
+/// For offers from other host places the reducer travels with the activities: it must then be trivially copyable, or
+/// serializable (the project's archive) and default-constructible (apgas::reducer is when its value is serializable
+/// and its operation trivially copyable and default-constructible: a lambda without captures, a function object
+/// without members), and its value_type serializable and default-constructible. (A reducer of a trivially copyable
+/// value, e.g. `apgas::reducer{0L, [scale](long a, long b) { ... }}`, is itself trivially copyable: captures are
+/// fine there.)
 
 #include <apgas/serialization/archive.hpp>
 
@@ -56,15 +59,28 @@ template <class T>
 reducer<T, std::plus<T>> sum() {
   return {T{}, {}};
 }
+/// The smallest value offered; its identity is +infinity where T has one (an offered infinity is kept), else T's
+/// largest value.
 template <class T>
 auto min() {
+  using limits = std::numeric_limits<T>;
   auto op = [](const T& a, const T& b) { return std::min(a, b); };
-  return reducer<T, decltype(op)>{std::numeric_limits<T>::max(), op};
+  if constexpr (limits::has_infinity) {
+    return reducer<T, decltype(op)>{limits::infinity(), op};
+  } else {
+    return reducer<T, decltype(op)>{limits::max(), op};
+  }
 }
+/// The largest value offered; its identity is -infinity where T has one, else T's lowest value.
 template <class T>
 auto max() {
+  using limits = std::numeric_limits<T>;
   auto op = [](const T& a, const T& b) { return std::max(a, b); };
-  return reducer<T, decltype(op)>{std::numeric_limits<T>::lowest(), op};
+  if constexpr (limits::has_infinity) {
+    return reducer<T, decltype(op)>{-limits::infinity(), op};
+  } else {
+    return reducer<T, decltype(op)>{limits::lowest(), op};
+  }
 }
 
 }  // namespace apgas
