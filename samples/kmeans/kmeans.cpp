@@ -13,6 +13,9 @@
 //      same new centroids.
 // Integer sums make the result independent of the partition: 1, 2 or 3 hosts, GPUs or CPU places, all give
 // bit-identical centroids, and so does the serial reference at place 0 that the check compares with.
+// Every host takes part in every team operation, even one whose set-up or iteration failed (a bad file, out of
+// memory, a failed kernel), or the others would wait in it for ever: a failure travels in the allreduce, then every
+// host stops and the one that failed reports it.
 // See kmeans_common.hpp for the shared arithmetic and README.md for the options and the output.
 #include "kmeans_common.hpp"
 
@@ -21,6 +24,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <span>
 #include <string>
@@ -121,6 +125,38 @@ void generate_host_points(const params& prm, std::int64_t lo, std::int64_t n_loc
   });
 }
 
+/// GPU places: the host's points split over them, copied there once. A GPU whose share is empty gets no arrays and no
+/// kernel (fewer points than GPUs); a host with no points at all (fewer points than hosts) then has no part and, like
+/// a host without GPU places, runs its (empty) kernel on its CPU place, so that nearest[] exists there.
+void setup_gpus(host_state& s, int d, const float* x) {
+  const std::int64_t n_local = s.size();
+  const auto gpus = apgas::here().children();
+  const auto g = static_cast<std::int64_t>(gpus.size());
+  for (std::int64_t i = 0; i < g; ++i) {
+    gpu_part p;
+    p.gpu = gpus[static_cast<std::size_t>(i)];
+    p.off = n_local * i / g;
+    p.n = n_local * (i + 1) / g - p.off;
+    if (p.n == 0) continue;
+    p.points = apgas::make_remote_array<float>(p.gpu, static_cast<std::size_t>(p.n) * d);
+    s.parts.push_back(p);  // (release() frees what is there)
+    s.parts.back().nearest = apgas::make_remote_array<int>(p.gpu, static_cast<std::size_t>(p.n));
+  }
+  if (s.parts.empty()) {
+    s.nearest_cpu = apgas::make_remote_array<int>(apgas::here(), static_cast<std::size_t>(n_local));
+    return;
+  }
+  s.nearest_gpu.assign(static_cast<std::size_t>(n_local), 0);
+  apgas::finish([&] {
+    for (const gpu_part& p : s.parts) {
+      for (int j = 0; j < d; ++j) {
+        apgas::async_copy(std::span<const float>(x + j * n_local + p.off, static_cast<std::size_t>(p.n)), p.points,
+                          static_cast<std::size_t>(j * p.n));
+      }
+    }
+  });
+}
+
 /// The SPMD body at each host place.
 void run_host(host_state& s, const params prm, const std::string& path) {
   const auto t_setup = clk::now();
@@ -133,117 +169,101 @@ void run_host(host_state& s, const params prm, const std::string& path) {
   const std::int64_t n_local = s.size();
   auto team = apgas::team::world();
 
-  // Points and initial centroids (the first k points). A bad file at one host must not leave the others waiting in
-  // the allreduce below: the failure is shared first, then every host stops.
-  s.points = apgas::make_remote_array<float>(me, static_cast<std::size_t>(n_local) * d);
-  float* x = s.points.data();
-  std::string failure;
-  if (prm.from_file) {
-    try {
-      const kmeans::file_header fh = kmeans::read_points_header(path);
-      if (fh.n != prm.n || fh.d != d) throw kmeans::input_error("points file '" + path + "' changed during the run");
-      kmeans::read_points(path, fh, s.lo, s.hi, x, n_local);
-      std::vector<float> first(static_cast<std::size_t>(k) * d);
-      kmeans::read_points(path, fh, 0, k, first.data(), k);
-      s.centroids = kmeans::initial_centroids(first.data(), k, k, d);
-    } catch (const kmeans::input_error& e) {
-      failure = e.what();
-    }
-  } else {
-    generate_host_points(prm, s.lo, n_local, x);
+  // Points, initial centroids (the first k points) and the GPU places' arrays. A host that fails here (a bad file,
+  // out of memory) must not leave the others waiting in the allreduce below (every host takes part in every team
+  // operation): its failure is shared in that allreduce, then every host stops and this one reports it.
+  float* x = nullptr;
+  std::exception_ptr failure;
+  try {
+    s.points = apgas::make_remote_array<float>(me, static_cast<std::size_t>(n_local) * d);
+    x = s.points.data();
     std::vector<float> first(static_cast<std::size_t>(k) * d);
-    kmeans::generate_points(prm.seed, d, 0, k, first.data(), k);
+    if (prm.from_file) {
+      const kmeans::file_header fh = kmeans::read_points_header(path);
+      if (fh.n != prm.n || fh.d != d) {
+        throw kmeans::input_error("points file '" + path + "' holds n=" + std::to_string(fh.n) + " d=" +
+                                  std::to_string(fh.d) + " at place " + std::to_string(h) + ", n=" +
+                                  std::to_string(prm.n) + " d=" + std::to_string(d) +
+                                  " at place 0 (changed during the run, or another file of that name at this host)");
+      }
+      kmeans::read_points(path, fh, s.lo, s.hi, x, n_local);
+      kmeans::read_points(path, fh, 0, k, first.data(), k);
+    } else {
+      generate_host_points(prm, s.lo, n_local, x);
+      kmeans::generate_points(prm.seed, d, 0, k, first.data(), k);
+    }
     s.centroids = kmeans::initial_centroids(first.data(), k, k, d);
+    setup_gpus(s, d, x);
+  } catch (...) {
+    failure = std::current_exception();
   }
   // The global coordinate bound fixes the fixed-point scale (the same at every host), and the failure flag.
-  std::array<double, 2> bound_failed{failure.empty() ? kmeans::max_abs(x, n_local, n_local, d) : 0.0,
-                                     failure.empty() ? 0.0 : 1.0};
+  std::array<double, 2> bound_failed{failure ? 0.0 : kmeans::max_abs(x, n_local, n_local, d), failure ? 1.0 : 0.0};
   team.allreduce(std::span<double>(bound_failed), [](double a, double b) { return a > b ? a : b; });
-  if (!failure.empty()) throw kmeans::input_error(failure);
+  if (failure) std::rethrow_exception(failure);
   if (bound_failed[1] != 0) return;  // another host failed and reports it
   const double scale = kmeans::fixed_scale(prm.n, static_cast<float>(bound_failed[0]));
-
-  // GPU places: split the host's points over them, copy them there once. A GPU whose share is empty gets no arrays
-  // and no kernel (fewer points than GPUs); a host with no points at all (fewer points than hosts) then has no part
-  // and, like a host without GPU places, runs its (empty) kernel on its CPU place, so that nearest[] exists there.
-  const auto gpus = me.children();
-  const auto g = static_cast<std::int64_t>(gpus.size());
-  for (std::int64_t i = 0; i < g; ++i) {
-    gpu_part p;
-    p.gpu = gpus[static_cast<std::size_t>(i)];
-    p.off = n_local * i / g;
-    p.n = n_local * (i + 1) / g - p.off;
-    if (p.n == 0) continue;
-    p.points = apgas::make_remote_array<float>(p.gpu, static_cast<std::size_t>(p.n) * d);
-    p.nearest = apgas::make_remote_array<int>(p.gpu, static_cast<std::size_t>(p.n));
-    s.parts.push_back(p);
-  }
-  if (!s.parts.empty()) {
-    s.nearest_gpu.assign(static_cast<std::size_t>(n_local), 0);
-    apgas::finish([&] {
-      for (const gpu_part& p : s.parts) {
-        for (int j = 0; j < d; ++j) {
-          apgas::async_copy(std::span<const float>(x + j * n_local + p.off, static_cast<std::size_t>(p.n)), p.points,
-                            static_cast<std::size_t>(j * p.n));
-        }
-      }
-    });
-  } else {
-    s.nearest_cpu = apgas::make_remote_array<int>(me, static_cast<std::size_t>(n_local));
-  }
 
   // One partial sum per chunk of the host's points; buf = the host's sums (k*d), then its counts (k).
   const int chunks = apgas::num_workers();
   const std::size_t kd = static_cast<std::size_t>(k) * d;
   std::vector<std::vector<std::int64_t>> partial(static_cast<std::size_t>(chunks), std::vector<std::int64_t>(kd + k));
-  std::vector<std::int64_t> buf(kd + k);
-  team.barrier();
+  std::vector<std::int64_t> buf(kd + k + 1);  // (+ 1: the hosts whose iteration failed)
   s.setup_s = since(t_setup);
 
   const auto t_run = clk::now();
   for (int it = 1; it <= prm.iterations; ++it) {
     const auto t0 = clk::now();
-    const std::span<const float> centroids(s.centroids);
-    kmeans::with_dim(d, [&]<int DC>() {
-      apgas::finish([&] {
-        if (s.parts.empty()) {
-          launch_assign<DC>(me, s.points, s.nearest_cpu, n_local, k, d, prm.pairs, centroids);
-        } else {
-          for (const gpu_part& p : s.parts) {
-            launch_assign<DC>(p.gpu, p.points, p.nearest, p.n, k, d, prm.pairs, centroids);
+    auto t1 = t0, t2 = t0;
+    std::exception_ptr failed;
+    try {  // (a failure is shared in the allreduce below, as the set-up's)
+      const std::span<const float> centroids(s.centroids);
+      kmeans::with_dim(d, [&]<int DC>() {
+        apgas::finish([&] {
+          if (s.parts.empty()) {
+            launch_assign<DC>(me, s.points, s.nearest_cpu, n_local, k, d, prm.pairs, centroids);
+          } else {
+            for (const gpu_part& p : s.parts) {
+              launch_assign<DC>(p.gpu, p.points, p.nearest, p.n, k, d, prm.pairs, centroids);
+            }
           }
-        }
+        });
       });
-    });
-    const auto t1 = clk::now();
-    if (!s.parts.empty()) {
-      apgas::finish([&] {
-        for (const gpu_part& p : s.parts) {
-          apgas::async_copy(p.nearest, 0, std::span<int>(s.nearest_gpu.data() + p.off, static_cast<std::size_t>(p.n)));
-        }
+      t1 = clk::now();
+      if (!s.parts.empty()) {
+        apgas::finish([&] {
+          for (const gpu_part& p : s.parts) {
+            apgas::async_copy(p.nearest, 0, std::span<int>(s.nearest_gpu.data() + p.off, std::size_t(p.n)));
+          }
+        });
+      }
+      t2 = clk::now();
+      const int* near = s.nearest();
+      kmeans::with_dim(d, [&]<int DC>() {
+        apgas::finish([&] {
+          for (int c = 0; c < chunks; ++c) {
+            apgas::async([&, c] {
+              std::vector<std::int64_t>& part = partial[static_cast<std::size_t>(c)];
+              std::fill(part.begin(), part.end(), 0);
+              kmeans::accumulate<DC>(x, n_local, n_local * c / chunks, n_local * (c + 1) / chunks, near, d, scale,
+                                     part.data(), part.data() + kd);
+            });
+          }
+        });
       });
+    } catch (...) {
+      failed = std::current_exception();
     }
-    const auto t2 = clk::now();
-    const int* near = s.nearest();
-    kmeans::with_dim(d, [&]<int DC>() {
-      apgas::finish([&] {
-        for (int c = 0; c < chunks; ++c) {
-          apgas::async([&, c] {
-            std::vector<std::int64_t>& part = partial[static_cast<std::size_t>(c)];
-            std::fill(part.begin(), part.end(), 0);
-            kmeans::accumulate<DC>(x, n_local, n_local * c / chunks, n_local * (c + 1) / chunks, near, d, scale,
-                                   part.data(), part.data() + kd);
-          });
-        }
-      });
-    });
     std::fill(buf.begin(), buf.end(), 0);
     for (const auto& part : partial) {  // in chunk order (integer sums: any order gives the same bits)
-      for (std::size_t i = 0; i < buf.size(); ++i) buf[i] += part[i];
+      for (std::size_t i = 0; i < part.size(); ++i) buf[i] += part[i];
     }
+    buf[kd + k] = failed ? 1 : 0;
     const auto t3 = clk::now();
     team.allreduce(std::span<std::int64_t>(buf), std::plus<std::int64_t>());
     const auto t4 = clk::now();
+    if (failed) std::rethrow_exception(failed);
+    if (buf[kd + k] != 0) return;  // another host failed and reports it
     const float moved = kmeans::update_centroids(buf.data(), buf.data() + kd, k, d, scale, s.centroids.data());
     const auto t5 = clk::now();
     s.time.kernel += std::chrono::duration<double>(t1 - t0).count();

@@ -25,11 +25,19 @@ int main(int argc, char** argv) {
     if (a + 1 >= argc) return usage("option " + std::string(arg) + " needs a value or is unknown");
     const std::string_view v = argv[++a];
     if (arg == "-n") {
-      if (!kmeans::parse_int(v, 1, kmeans::max_n, n)) return usage("invalid -n '" + std::string(v) + "'");
+      if (!kmeans::parse_int(v, 1, kmeans::max_n, n)) {
+        return usage("invalid -n '" + std::string(v) + "': expected a whole number from 1 to " +
+                     std::to_string(kmeans::max_n));
+      }
     } else if (arg == "-d") {
-      if (!kmeans::parse_int(v, 1, kmeans::max_d, d)) return usage("invalid -d '" + std::string(v) + "'");
+      if (!kmeans::parse_int(v, 1, kmeans::max_d, d)) {
+        return usage("invalid -d '" + std::string(v) + "': expected a whole number from 1 to " +
+                     std::to_string(kmeans::max_d));
+      }
     } else if (arg == "-s") {
-      if (!kmeans::parse_u64(v, seed)) return usage("invalid -s '" + std::string(v) + "'");
+      if (!kmeans::parse_u64(v, seed)) {
+        return usage("invalid -s '" + std::string(v) + "': expected an unsigned 64-bit number");
+      }
     } else if (arg == "-o") {
       out = v;
     } else {

@@ -6,8 +6,10 @@
 #   -b DIR    the build tree (default: build/release under the repository root); the programs are taken from
 #             DIR/samples/kmeans
 #   -i I      iterations per run (default 10; the paper ran 50: the table shows seconds per iteration)
-#   -r R      runs per cell, interleaved across the columns of a row; the median is shown (default 3)
-#   -n, -k    the rows' N and K values (default "2000000 4000000" and "100 400", Fig. 13's shapes)
+#   -r R      runs per cell, interleaved across the columns of a row; the median is shown (default 3; for an even
+#             R the lower of the two middle runs)
+#   -n, -k    the rows' N and K values (default "2000000 4000000" and "100 400", Fig. 13's shapes); the programs'
+#             limits hold: N at most 1000000000, K at most 3072 (4 dimensions) and at most every N, I at most 1000000
 #   --cpu     the CPU table even where GPUs exist
 #
 # With GPUs (nvidia-smi lists some): columns native (kmeans_native_cuda, one GPU), 1x1, 2x1, and 1x2, 2x2 where
@@ -17,7 +19,8 @@
 # Without GPUs: columns OpenMP (kmeans_omp), apgas 1 host, apgas 2 hosts, all on CPU places with the same number of
 # cores: OMP_NUM_THREADS=C, APGAS_NTHREADS=C for one host place, C/2 per place for two (C = cores of this machine).
 # Prints `ratio kmeans_omp_<N>_<K>` (apgas 1 host / OpenMP).
-# Every run is --no-check; times are the programs' own (total_s of their last line / iterations).
+# Every run is --no-check; times are the programs' own (total_s of their last line / iterations). A run that fails
+# shows as "fail"; the first failure's command and the end of its stderr are printed, and the script exits with 1.
 set -euo pipefail
 
 # Internal: `kmeans_table.sh --rank-gpus G program args...` runs the program with APGAS_GPUS set to this MPI rank's G
@@ -69,6 +72,24 @@ positive -i "$iterations"
 positive -r "$repeats"
 positive -n "$sizes" list
 positive -k "$clusters" list
+# at_most <option> <value> <limit> <what the limit is>: a usage error unless value <= limit (compared as decimal
+# strings: a value of any length is refused, not wrapped).
+at_most() {
+  if (( ${#2} > ${#3} )) || { (( ${#2} == ${#3} )) && [[ "$2" > "$3" ]]; }; then
+    echo "kmeans_table.sh: $1 $2: at most $3 ($4)" >&2
+    exit 2
+  fi
+}
+at_most -i "$iterations" 1000000 "apgas_kmeans's limit"
+min_n=""
+for n in $sizes; do
+  at_most -n "$n" 1000000000 "apgas_kmeans's limit"
+  [[ -z "$min_n" ]] || (( n < min_n )) && min_n=$n
+done
+for k in $clusters; do
+  at_most -k "$k" 3072 "the clusters' 12288 floats in shared memory, at 4 dimensions"
+  at_most -k "$k" "$min_n" "a row's K is at most its N, and -n has $min_n"
+done
 bin="$build/samples/kmeans"
 [[ -x "$bin/apgas_kmeans" ]] || { echo "kmeans_table.sh: no $bin/apgas_kmeans: build first (or give -b)" >&2; exit 2; }
 
@@ -92,11 +113,18 @@ label() {  # 2000000 -> 2M
 
 # run <command...>: prints the seconds per iteration, or "fail". Full precision (9 significant digits): the samples,
 # their medians and the ratios are computed unrounded; only the table and the ratio lines round, when printing.
+# The first run that fails leaves its command and the end of its stderr in $errors/first, shown at once and at the end.
+errors=$(mktemp -d)
+trap 'rm -rf "$errors"' EXIT
 run() {
   local out
-  if out=$("$@" -i "$iterations" -q --no-check 2> /dev/null | tail -1) && [[ "$out" =~ total_s=([0-9.]+) ]]; then
+  if out=$("$@" -i "$iterations" -q --no-check 2> "$errors/last" | tail -1) && [[ "$out" =~ total_s=([0-9.]+) ]]; then
     awk -v t="${BASH_REMATCH[1]}" -v i="$iterations" 'BEGIN { printf "%.9g", t / i }'
   else
+    if [[ ! -e "$errors/first" ]]; then
+      { echo "kmeans_table.sh: a run failed: $* -i $iterations -q --no-check"; tail -5 "$errors/last"; } > "$errors/first"
+      cat "$errors/first" >&2
+    fi
     echo fail
   fi
 }
@@ -176,3 +204,7 @@ for n in $sizes; do
   done
 done
 printf '%s\n' "${ratios[@]}"
+if [[ -e "$errors/first" ]]; then
+  cat "$errors/first" >&2
+  exit 1
+fi

@@ -4,7 +4,8 @@
 # naming the file and the problem. Magnitudes so far apart that a cluster of small points loses its coordinates in
 # the fixed-point sums fail the check (exit code 1, saying so); magnitudes far apart that the fixed point holds
 # exactly pass it. kmeans_points reads its seed as a decimal number.
-# With MPIEXEC, the non-finite coordinate is also found by host place 1 of 2: every process stops, exit code 2.
+# With MPIEXEC, the non-finite coordinate is also found by host place 1 of 2, and a file of other shape at host place 1
+# (another file of that name): every process stops, exit code 2.
 #   cmake -DKMEANS=<apgas_kmeans> -DPOINTS=<kmeans_points> -DWORK_DIR=<scratch dir> [-DMPIEXEC=<mpiexec>]
 #         -P test_files.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
@@ -104,9 +105,23 @@ if(NOT output MATCHES "\ncentroid 1 0.5\n")
 endif()
 expect_input_error("kmeans_points: a hexadecimal seed" "kmeans_points: invalid -s '0x10'"
                    "${POINTS}" -n 5 -s 0x10 -o hex.bin)
+expect_input_error("kmeans_points: -n 0" "kmeans_points: invalid -n '0': expected a whole number from 1 to 1000000000"
+                   "${POINTS}" -n 0 -o zero.bin)
+expect_input_error("kmeans_points: -d 33" "kmeans_points: invalid -d '33': expected a whole number from 1 to 32"
+                   "${POINTS}" -n 5 -d 33 -o wide.bin)
 if(MPIEXEC)
   expect_input_error("non-finite coordinate at host place 1 of 2"
                      "points file 'nan.bin': coordinate 0 of point 1 is not a finite number"
                      ${CMAKE_COMMAND} -E env APGAS_TRANSPORT=mpi APGAS_NTHREADS=1
                      ${MPIEXEC} --allow-run-as-root --oversubscribe -np 2 "${KMEANS}" -p nan.bin -k 1)
+  # Another file of the same name at host place 1 (each process started in its own directory, as on hosts without
+  # a shared file system): named with both shapes, not "changed during the run".
+  file(MAKE_DIRECTORY "${WORK_DIR}/host0" "${WORK_DIR}/host1")
+  run(rc out "${POINTS}" -n 1000 -o host0/p.bin)
+  run(rc out "${POINTS}" -n 1200 -o host1/p.bin)
+  expect_input_error("another file of that name at host place 1"
+                     "points file 'p.bin' holds n=1200 d=4 at place 1, n=1000 d=4 at place 0"
+                     ${CMAKE_COMMAND} -E env APGAS_TRANSPORT=mpi APGAS_NTHREADS=1
+                     ${MPIEXEC} --allow-run-as-root --oversubscribe -np 1 -wdir "${WORK_DIR}/host0" "${KMEANS}" -p p.bin
+                     -k 2 -i 1 -q : -np 1 -wdir "${WORK_DIR}/host1" "${KMEANS}" -p p.bin -k 2 -i 1 -q)
 endif()

@@ -46,7 +46,8 @@
 //  - Test control: the apgas_fake_cuda_* functions at the end (extern "C"), reached with dlopen(RTLD_NOLOAD)+dlsym
 //    (tests/cuda_fake/fake_control.hpp): fail a device (sticky), fail the next calls of a function (one-shot, any
 //    error code), stall a call after it took effect, pause a device's streams, set the delay and the driver version,
-//    trace, read counters and device memory, reset.
+//    trace, read counters and device memory, reset. For a program that does not call them (a sample under test),
+//    APGAS_FAKE_CUDA_FAIL="FUNCTION:ERROR[,...]" fails the first call of each FUNCTION (any device) with ERROR.
 //
 // Robustness: the state is created on first use and never destroyed (anything may call in during exit, e.g. the
 // destructor of a static pinned_vector); an exit hook stops and joins every stream worker, after which operations
@@ -271,6 +272,23 @@ state::state() {
   env_ok = parse_env("APGAS_FAKE_CUDA_DRIVER_VERSION", 1000, 99990, default_driver_version) && env_ok;
   delay_us.store(default_delay_us);
   driver_version.store(default_driver_version);
+  if (const char* v = std::getenv("APGAS_FAKE_CUDA_FAIL"); v != nullptr && *v != '\0') {  // FUNCTION:ERROR,...
+    const std::string spec = v;
+    for (std::size_t at = 0; at <= spec.size();) {
+      const std::size_t end = std::min(spec.find(',', at), spec.size()), colon = spec.find(':', at);
+      char* stop = nullptr;
+      const long error = colon < end ? std::strtol(spec.c_str() + colon + 1, &stop, 10) : 0;
+      if (colon >= end || colon == at || stop != spec.c_str() + end || error <= 0) {
+        std::fprintf(stderr, "apgas fake CUDA: APGAS_FAKE_CUDA_FAIL='%s': '%s' is no FUNCTION:ERROR (ERROR a positive "
+                             "CUresult)\n", v, spec.substr(at, end - at).c_str());
+        env_ok = false;
+        break;
+      }
+      injections.push_back(injection{-1, spec.substr(at, colon - at), static_cast<int>(error), 1});
+      ninjections.fetch_add(1, std::memory_order_relaxed);
+      at = end + 1;
+    }
+  }
   for (int i = 0; i < ndevices; ++i) {
     devices.push_back(std::make_unique<device_state>(i));
     devices.back()->peer.assign(static_cast<std::size_t>(ndevices), false);
