@@ -12,6 +12,7 @@
 #include "clock_dist.hpp"
 #include "finish.hpp"
 #include "obs.hpp"
+#include "runtime.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/activity.hpp>
@@ -65,11 +66,21 @@ namespace {
 void send(int dst, writer&& w) {
   g_messages_sent.fetch_add(1, std::memory_order_relaxed);
   note_sent(dst);
-  if (obs::on(obs::cat_message | obs::stats)) [[unlikely]] {
-    send_observed(dst, w.take());
-    return;
+  // A message that cannot be sent (the transport failed, or no memory for its pieces) was already counted by the
+  // finish that waits for it (remote activities count before they send, their home before its reply): an exception
+  // here would leave that finish waiting for ever. Stop, saying why, as for any failure of the transport in a run.
+  try {
+    if (obs::on(obs::cat_message | obs::stats)) [[unlikely]] {
+      send_observed(dst, w.take());
+      return;
+    }
+    transmit(dst, w.take());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "apgas: place %d: a message to place %d could not be sent: %s\n", g_dist->rank, dst,
+                 e.what());
+    std::fflush(stderr);
+    end_process(3);
   }
-  transmit(dst, w.take());
 }
 
 // A writer for a message, on a recycled buffer (the transport hands sent buffers back: transport::recycle_buffer).

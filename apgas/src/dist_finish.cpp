@@ -13,6 +13,7 @@
 #include "dist_state.hpp"
 
 #include "finish.hpp"
+#include "runtime.hpp"
 #include "type_name.hpp"
 
 #include <apgas/error.hpp>
@@ -298,9 +299,10 @@ void proxy_complete(finish_state& fs) noexcept {
     }
     send(static_cast<int>(p.home), std::move(w));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "apgas: place %d could not report to place %llu: %s\n", d.rank,
-                 static_cast<unsigned long long>(p.home), e.what());
-    std::abort();  // the finish at the home could never terminate
+    std::fprintf(stderr, "apgas: place %d could not report to place %llu: %s; stopping this place (exit code 3)\n",
+                 d.rank, static_cast<unsigned long long>(p.home), e.what());
+    std::fflush(stderr);
+    end_process(3);  // the finish at the home could never terminate
   }
   delete &p;
 }

@@ -12,6 +12,9 @@
 // With "exit" the victim calls std::exit(7) in an activity: it must end with 7 (closing its transport under its
 // running workers crashed it), the others with 3 naming it; what it wrote to stdout just before (no newline: in the
 // stream's buffer) must come out.
+// With "ping" place 0 makes 2000 at() round trips to the last place, whose transport fails one of its sends (the
+// test's shim, fail_send): that place must stop with exit code 3 saying so (its message was counted by a finish that
+// would wait for ever), the others with 3 naming it.
 // With "idle" nobody dies: place 0 waits 5 s, the others are idle (run with a different APGAS_HEARTBEAT_TIMEOUT at
 // one place: place 0's decides for the run, or one place's heartbeats came too rarely for the others).
 // With "invalid" the last place's configuration is invalid (nthreads -5): every place must stop at once with exit 2.
@@ -80,6 +83,16 @@ int main(int argc, char** argv) {
     });
     std::printf("busy: the run ended with %d\n", rc);
     return rc;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "ping") == 0) {
+    const int rc = apgas::run(argc, argv, [] {
+      const apgas::place last(apgas::num_hosts() - 1);
+      long sum = 0;
+      for (int i = 0; i < 2000; ++i) sum += apgas::at(last, [i] { return static_cast<long>(i); });
+      std::printf("ping: %ld\n", sum);
+    });
+    std::printf("apgas::run returned %d: the failed send was not noticed\n", rc);
+    return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "no_endpoint") == 0) {
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");

@@ -4,15 +4,19 @@
 // Also the mute shim (below).
 #include "transports.hpp"
 
+#include <apgas/error.hpp>
+
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -104,17 +108,23 @@ namespace {
 // The mute shim (APGAS_TRANSPORT_SHIM=mute:R): rank R sends no message at all, as if its peers could not reach it
 // (collectives still work, as a launcher's bootstrap would). Used by tests of the start-up handshake.
 // With die_at_barrier:R:K (tests of shut-down) rank R sends as usual but is killed (SIGKILL) when it enters its K-th
-// barrier instead.
+// barrier instead. With fail_send:R:K (tests of a failing transport) rank R's K-th message (send(), not the bulk
+// path) throws transport_error, as a backend whose send failed would.
 class mute_shim final : public transport {
  public:
-  mute_shim(std::unique_ptr<transport> inner, int muted, int die_at = 0)
-      : inner_(std::move(inner)), muted_(muted == inner_->rank() && die_at == 0),
-        die_at_(muted == inner_->rank() ? die_at : 0) {}
+  mute_shim(std::unique_ptr<transport> inner, int muted, shim_fault fault, int k)
+      : inner_(std::move(inner)), muted_(muted == inner_->rank() && fault == shim_fault::mute),
+        die_at_(muted == inner_->rank() && fault == shim_fault::die_at_barrier ? k : 0),
+        fail_at_(muted == inner_->rank() && fault == shim_fault::fail_send ? k : 0) {}
   const char* name() const noexcept override { return inner_->name(); }
   int rank() const noexcept override { return inner_->rank(); }
   int size() const noexcept override { return inner_->size(); }
   std::size_t max_message() const noexcept override { return inner_->max_message(); }
   void send(int dst, std::vector<std::byte> bytes) override {
+    if (fail_at_ > 0 && sends_.fetch_add(1, std::memory_order_relaxed) + 1 == fail_at_) {
+      throw transport_error("apgas transport shim: rank " + std::to_string(rank()) + " fails its send " +
+                            std::to_string(fail_at_) + " (to rank " + std::to_string(dst) + ")");
+    }
     if (!muted_) inner_->send(dst, std::move(bytes));
   }
   bool poll(handler& h) override { return inner_->poll(h); }
@@ -139,12 +149,14 @@ class mute_shim final : public transport {
   std::unique_ptr<transport> inner_;
   bool muted_;
   int die_at_;
+  int fail_at_;
   int barriers_ = 0;
+  std::atomic<long long> sends_{0};  // (sends come from several threads)
 };
 }  // namespace
 
-std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank, int die_at_barrier) {
-  return std::make_unique<mute_shim>(std::move(inner), rank, die_at_barrier);
+std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank, shim_fault fault, int k) {
+  return std::make_unique<mute_shim>(std::move(inner), rank, fault, k);
 }
 
 }  // namespace apgas::transport

@@ -15,7 +15,10 @@ std::unique_ptr<transport> make_mpi();
 std::unique_ptr<transport> make_ofi();
 std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner);
 /// die_at_barrier K > 0: rank is not muted but killed at its K-th barrier.
-std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank, int die_at_barrier = 0);
+/// The fault shims of reorder_shim.cpp: rank `rank` sends nothing (mute), is killed at its k-th barrier
+/// (die_at_barrier) or has its k-th send throw (fail_send).
+enum class shim_fault { mute, die_at_barrier, fail_send };
+std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank, shim_fault fault, int k = 0);
 /// True when an MPI-style launcher (mpirun, srun) started this process.
 bool launched_by_mpi() noexcept;
 /// What before_abrupt_exit() runs: a backend that holds named OS resources sets it while it is open (null: none).
