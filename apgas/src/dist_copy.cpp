@@ -5,6 +5,7 @@
 
 #include "finish.hpp"
 #include "obs.hpp"
+#include "runtime.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/error.hpp>
@@ -78,7 +79,14 @@ void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t wh
         serial;
     send(dst, std::move(w));
     if (kind == target_kind::ticket_withdrawn) break;  // the answer to a rejected get: no payload
-    tp.send_bulk(dst, tag, data.subspan(off, n));
+    try {
+      tp.send_bulk(dst, tag, data.subspan(off, n));
+    } catch (const std::exception& e) {  // (announced and counted: its receiver and finish would wait for ever)
+      std::fprintf(stderr, "apgas: place %d: a transfer of %zu bytes to place %d could not be sent: %s\n",
+                   g_dist->rank, n, dst, e.what());
+      std::fflush(stderr);
+      end_process(3);
+    }
     if (obs::on(obs::stats)) obs::bulk_sent(dst, n);
     if (kind == target_kind::ticket) break;  // a ticket is one piece (get_bytes splits before asking)
   }

@@ -197,6 +197,10 @@ peer_identity my_identity() {
   return me;
 }
 
+void peer_failed(int dead, const std::string& why) {
+  declare_dead(g_dist->rank, dead, "the transport lost it: " + why);
+}
+
 void dead_place_reported(int src, int dead) {
   if (g_dist == nullptr) end_process(3, dead);
   declare_dead(g_dist->rank, dead, "reported by place " + std::to_string(src), false);

@@ -269,6 +269,7 @@ void note_heard(int src) noexcept;  // any traffic from src
 void note_sent(int dst) noexcept;   // any message to dst
 void note_polled() noexcept;        // this place polled its transport
 [[noreturn]] void dead_place_reported(int src, int dead);  // a dead_notice arrived: this place stops too
+[[noreturn]] void peer_failed(int dead, const std::string& why);  // the transport lost that peer: as a dead place
 
 // ---- the other message handlers, called by dist_state::on_message (dist.cpp) ----
 void deliver_put(int src, reader& r);                                     // dist_copy.cpp

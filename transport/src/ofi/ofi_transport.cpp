@@ -6,7 +6,16 @@
 // Messages: everything is cut into fragments of at most frag_bytes, each with a 32-byte header (source rank, kind,
 // message id or bulk tag, total length, offset), so the receive side only ever posts fixed-size buffers; fragments
 // may arrive in any order and are reassembled by offset. Bulk payloads are fragmented the same way and copied
-// into their target (recv_bulk) as they arrive, or held until recv_bulk names the target.
+// into their target (recv_bulk) as they arrive, or held until recv_bulk names the target. A bulk fragment is sent
+// from the payload itself (fi_sendv of its header and its slice: the payload stays valid until the receiver's finish
+// ends, by the transport's contract), so a transfer costs no copy and no memory at the sender; messages are copied
+// into their fragments (the caller's buffer is recycled at once).
+// Sending: each destination has two queues, messages and bulk fragments, each in order. A flush starts every
+// destination's messages first, then the bulk fragments, taking the destinations round robin from a different one
+// each time: the provider's transmit queue is shared by the endpoint, and a bulk transfer of thousands of fragments
+// to one place must not hold up the heartbeats and messages to the others (nor to itself). Messages may overtake
+// bulk fragments sent before them, as the mpi backend's do (another tag): a transfer is waited for by its done
+// callback, never by the order of arrival.
 // Threading: FI_THREAD_DOMAIN; every libfabric call is made under lock_ (send() queues, poll() makes progress).
 #include "../mpi_bootstrap.hpp"
 #include "../transports.hpp"
@@ -20,9 +29,11 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -32,7 +43,6 @@
 #include <memory>
 #include <mutex>
 #include <random>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +53,7 @@ namespace {
 constexpr std::size_t frag_bytes = 64 * 1024;
 constexpr int posted_receives = 64;
 constexpr std::size_t completions_per_read = 32;
+constexpr int reads_per_poll = 8;
 
 struct frag_header {
   std::uint32_t src;
@@ -120,7 +131,11 @@ void closed() noexcept { g_open.store(-1); }
 struct op {
   fi_context2 ctx;  // first: libfabric hands back its address
   bool is_recv = false;
-  std::vector<std::byte> buf;
+  int dst = -1;                            // a send's destination (named when it fails)
+  std::vector<std::byte> buf;              // a receive's buffer, a message fragment's header and bytes
+  frag_header header{};                    // a bulk fragment: its header, sent with the slice below
+  const std::byte* payload = nullptr;      // (null: the fragment is buf)
+  std::size_t payload_len = 0;
 };
 
 class ofi_transport final : public transport {
@@ -176,7 +191,7 @@ class ofi_transport final : public transport {
     try {
       // One address at a time: they differ in length under FI_ADDR_STR (the shm provider's names).
       addrs_.resize(static_cast<std::size_t>(size_));
-      pending_.resize(static_cast<std::size_t>(size_));
+      queues_.resize(static_cast<std::size_t>(size_));
       for (int p = 0; p < size_; ++p) {
         const int n = fi_av_insert(av_, all[static_cast<std::size_t>(p)].text, 1,
                                    &addrs_[static_cast<std::size_t>(p)], 0, nullptr);
@@ -216,7 +231,7 @@ class ofi_transport final : public transport {
   void send(int dst, std::vector<std::byte> bytes) override {
     check_dst(dst);
     const std::uint64_t id = next_msg_.fetch_add(1, std::memory_order_relaxed);
-    queue_fragments(dst, 0, id, bytes);
+    queue_fragments(dst, 0, id, bytes, true);
     recycle_buffer(std::move(bytes));  // copied into the fragments
   }
 
@@ -224,7 +239,7 @@ class ofi_transport final : public transport {
 
   void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
     check_dst(dst);
-    queue_fragments(dst, 1, tag, payload);
+    queue_fragments(dst, 1, tag, payload, !zero_copy_);
   }
 
   void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) override {
@@ -264,7 +279,9 @@ class ofi_transport final : public transport {
       arrived.swap(held_arrived_);  // taken by a barrier
       landed.swap(held_landed_);
       progress |= flush_locked();
-      for (;;) {
+      // At most reads_per_poll reads: under a stream of fragments the loop would not end, and the messages it took
+      // (a bulk transfer's announcement among them: until its recv_bulk its fragments are held in copies) would wait.
+      for (int reads = 0; reads < reads_per_poll; ++reads) {
         const std::size_t n = complete_locked(arrived, landed);
         progress |= n > 0;
         if (n < completions_per_read) break;
@@ -333,23 +350,31 @@ class ofi_transport final : public transport {
     }
   }
 
-  void queue_fragments(int dst, std::uint32_t kind, std::uint64_t id, std::span<const std::byte> data) {
+  // `copy`: the fragments hold copies of their bytes (else they point into data, which must outlive their sends).
+  void queue_fragments(int dst, std::uint32_t kind, std::uint64_t id, std::span<const std::byte> data, bool copy) {
     std::vector<std::unique_ptr<op>> frags;
     std::size_t off = 0;
     do {
       const std::size_t n = std::min(payload_bytes, data.size() - off);
       auto o = std::make_unique<op>();
-      o->buf.resize(sizeof(frag_header) + n);
+      o->dst = dst;
       const frag_header h{static_cast<std::uint32_t>(rank_), kind, id, data.size(), off};
-      std::memcpy(o->buf.data(), &h, sizeof h);
-      if (n != 0) std::memcpy(o->buf.data() + sizeof h, data.data() + off, n);
+      if (copy) {
+        o->buf.resize(sizeof(frag_header) + n);
+        std::memcpy(o->buf.data(), &h, sizeof h);
+        if (n != 0) std::memcpy(o->buf.data() + sizeof h, data.data() + off, n);
+      } else {
+        o->header = h;
+        o->payload = data.data() + off;
+        o->payload_len = n;
+      }
       o->ctx = {};
       frags.push_back(std::move(o));
       off += n;
     } while (off < data.size());
     {
       std::lock_guard lock(out_mutex_);
-      for (auto& f : frags) outbox_.emplace_back(dst, f.release());
+      for (auto& f : frags) outbox_.push_back({dst, kind == 1, f.release()});
       has_out_.store(true, std::memory_order_release);
     }
     if (lock_.try_lock()) {
@@ -358,31 +383,46 @@ class ofi_transport final : public transport {
     }
   }
 
-  // Starts the queued sends, each destination's in order. A destination that answers -FI_EAGAIN (its receive queue
-  // full: a place that does not poll) keeps the rest of its queue for the next poll, and the other destinations go
-  // on: with one queue for all, everything sent after it waited behind it, heartbeats to idle places included, and
-  // a busy place made the others declare healthy places dead.
+  // Starts the queued sends (see the file comment): every destination's messages, then the bulk fragments, the
+  // destinations round robin from another one each time. A destination that answers -FI_EAGAIN (its receive queue
+  // full: a place that does not poll; or the endpoint's transmit queue full) keeps the rest of that queue for the
+  // next flush, after completions freed resources; the other destinations go on.
   bool flush_locked() {
     if (!has_out_.load(std::memory_order_acquire) && npending_ == 0) return false;
     {
       std::lock_guard lock(out_mutex_);
-      for (auto& [dst, o] : outbox_) pending_[static_cast<std::size_t>(dst)].push_back(o);
+      for (const outgoing& g : outbox_) queues_[static_cast<std::size_t>(g.dst)][g.bulk ? 1 : 0].push_back(g.o);
       npending_ += outbox_.size();
       outbox_.clear();
       has_out_.store(false, std::memory_order_relaxed);
     }
     bool any = false;
-    for (std::size_t dst = 0; dst < pending_.size() && npending_ != 0; ++dst) {
-      std::deque<op*>& q = pending_[dst];
-      while (!q.empty()) {
-        op* o = q.front();
-        const ssize_t rc = fi_send(ep_, o->buf.data(), o->buf.size(), nullptr, addrs_[dst], &o->ctx);
-        if (rc == -FI_EAGAIN) break;  // retried at the next poll, after completions freed resources
-        if (rc != 0) fail("fi_send", static_cast<int>(rc));
-        sends_in_flight_.insert(o);
-        q.pop_front();
-        --npending_;
-        any = true;
+    const std::size_t n = queues_.size();
+    first_ = (first_ + 1) % n;
+    for (int bulk = 0; bulk < 2 && npending_ != 0; ++bulk) {
+      for (std::size_t i = 0; i < n && npending_ != 0; ++i) {
+        const std::size_t dst = (first_ + i) % n;
+        std::deque<op*>& q = queues_[dst][bulk];
+        while (!q.empty()) {
+          op* o = q.front();
+          ssize_t rc = 0;
+          if (o->payload != nullptr) {
+            iovec iov[2] = {{&o->header, sizeof o->header}, {const_cast<std::byte*>(o->payload), o->payload_len}};
+            rc = fi_sendv(ep_, iov, nullptr, 2, addrs_[dst], &o->ctx);
+          } else {
+            rc = fi_send(ep_, o->buf.data(), o->buf.size(), nullptr, addrs_[dst], &o->ctx);
+          }
+          if (rc == -FI_EAGAIN) break;  // retried at the next flush
+          if (rc != 0) {
+            throw peer_error(static_cast<int>(dst), std::string(prefix) + "fi_send to rank " + std::to_string(dst) +
+                                                        " failed: " + fi_strerror(static_cast<int>(-rc)) + " (" +
+                                                        std::to_string(rc) + ")");
+          }
+          sends_in_flight_ += 1;
+          q.pop_front();
+          --npending_;
+          any = true;
+        }
       }
     }
     return any;
@@ -457,8 +497,13 @@ class ofi_transport final : public transport {
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
       fi_cq_readerr(cq_, &err, 0);
-      throw transport_error(std::string("apgas transport ofi (") + provider_ +
-                            "): a transfer failed: " + fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
+      const op* o = static_cast<const op*>(err.op_context);
+      const std::string why = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
+      if (o != nullptr && !o->is_recv && o->dst >= 0) {  // that peer's failure (its connection, its process)
+        throw peer_error(o->dst, std::string("apgas transport ofi (") + provider_ + "): a send to rank " +
+                                     std::to_string(o->dst) + " failed: " + why);
+      }
+      throw transport_error(std::string("apgas transport ofi (") + provider_ + "): a transfer failed: " + why);
     }
     if (n < 0) fail("fi_cq_read", static_cast<int>(n));
     for (ssize_t i = 0; i < n; ++i) {
@@ -467,7 +512,7 @@ class ofi_transport final : public transport {
         on_fragment(o->buf.data(), entries[i].len, arrived, landed);
         post_recv(*o);
       } else {
-        sends_in_flight_.erase(o);
+        sends_in_flight_ -= 1;
         delete o;
       }
     }
@@ -493,7 +538,7 @@ class ofi_transport final : public transport {
           std::lock_guard out(out_mutex_);
           empty = outbox_.empty();
         }
-        if (empty && npending_ == 0 && sends_in_flight_.empty()) return;
+        if (empty && npending_ == 0 && sends_in_flight_ == 0) return;
       }
     }
   }
@@ -555,6 +600,7 @@ class ofi_transport final : public transport {
                             "): " + fi_strerror(-rc));
     }
     provider_ = info_->fabric_attr->prov_name != nullptr ? info_->fabric_attr->prov_name : "?";
+    zero_copy_ = info_->tx_attr != nullptr && info_->tx_attr->iov_limit >= 2;  // (else bulk fragments are copies)
     check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
     check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
     fi_cq_attr cq_attr{};
@@ -595,6 +641,7 @@ class ofi_transport final : public transport {
   int size_ = 1;
   bool owns_mpi_ = false;
   std::string provider_;
+  bool zero_copy_ = false;  // bulk fragments sent from the payload (fi_sendv of two pieces)
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
@@ -605,17 +652,23 @@ class ofi_transport final : public transport {
 
   std::mutex lock_;  // every libfabric call, and the tables below
   std::vector<std::unique_ptr<op>> recvs_;
-  std::vector<std::deque<op*>> pending_;  // by destination, each in order (flush_locked)
-  std::size_t npending_ = 0;              // in all of pending_
+  std::vector<std::array<std::deque<op*>, 2>> queues_;  // by destination: messages, bulk fragments (flush_locked)
+  std::size_t npending_ = 0;                            // in all of queues_
+  std::size_t first_ = 0;                               // the destination the last flush started with
   std::vector<std::pair<int, aligned_buffer>> held_arrived_;  // (under lock_) completed in a barrier: for the next poll
   std::vector<std::pair<done_fn, void*>> held_landed_;
-  std::set<op*> sends_in_flight_;
+  std::size_t sends_in_flight_ = 0;
   std::map<std::pair<int, std::uint64_t>, reassembly> messages_;
   std::vector<int> traffic_;  // sources of fragments taken by this poll that did not complete a message
   std::map<std::pair<int, std::uint32_t>, bulk_in> bulk_;
 
+  struct outgoing {
+    int dst;
+    bool bulk;
+    op* o;
+  };
   std::mutex out_mutex_;
-  std::vector<std::pair<int, op*>> outbox_;
+  std::vector<outgoing> outbox_;
   std::atomic<bool> has_out_{false};
   std::atomic<std::uint64_t> next_msg_{0};
   std::atomic<std::uint32_t> next_tag_{0};

@@ -18,7 +18,11 @@
 ///    while no worker polls.
 ///  - Message buffers handed to the handler are 16-byte aligned (serialization relies on it for zero-copy spans).
 ///  - Errors (a peer that cannot be reached, a failed call) throw apgas::transport_error naming the backend, the peer
-///    and the call.
+///    and the call; one that is the failure of a single peer (a send to it failed: its connection was reset, its
+///    process ended) throws peer_error, which the runtime takes as that peer's death (it tells the others, so that
+///    every place names the same dead place).
+
+#include <apgas/error.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +32,16 @@
 #include <vector>
 
 namespace apgas::transport {
+
+/// A transport failure that is a single peer's (see the contract above).
+class peer_error : public transport_error {
+ public:
+  peer_error(int peer, const std::string& what) : transport_error(what), peer_(peer) {}
+  int peer() const noexcept { return peer_; }
+
+ private:
+  int peer_;
+};
 
 class handler {
  public:
