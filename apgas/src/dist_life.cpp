@@ -267,8 +267,11 @@ void watchdog_main(watchdog* w) {
   int dead = -1;
   std::string why;
   for (;;) {
-    w->cv.wait_until(lock, std::min(w->deadline, clk::now() + std::chrono::milliseconds(100)));
-    if (w->disarmed) return;
+    // (the predicate: a disarm before this thread first waits would else be missed, and cost the run 100 ms)
+    if (w->cv.wait_until(lock, std::min(w->deadline, clk::now() + std::chrono::milliseconds(100)),
+                         [w] { return w->disarmed; })) {
+      return;
+    }
     const int known = g_rank.load(std::memory_order_acquire);
     const int rank = known >= 0 ? known : launcher_rank();
     const clk::time_point now = clk::now();

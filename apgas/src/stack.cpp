@@ -2,6 +2,7 @@
 
 #include <apgas/transport/transport.hpp>
 
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -162,8 +163,30 @@ void guarded_stack_allocator::deallocate(boost::context::stack_context& sc) noex
   ::munmap(base, sc.size + page);
 }
 
+// Debian's libfabric pulls in libpsm_infinipath, whose libinfinipath installs handlers for SIGINT, SIGTERM,
+// SIGSEGV and SIGBUS when it is loaded (before main) that call exit(1) (unless IPATH_NO_BACKTRACE is set, as mpirun
+// does): outside mpirun a Ctrl-C, a kill or a crash of an apgas program then ended it with exit code 1 (k-means's
+// "check failed") through exit(), no core dump, and a .btr file in the working directory. Handlers that live in that
+// library are put back to the default action; any other (the program's, a sanitizer's) is left alone.
+namespace {
+void drop_foreign_fatal_handlers() {
+  for (const int sig : {SIGINT, SIGTERM, SIGQUIT, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
+    struct sigaction old{};
+    if (::sigaction(sig, nullptr, &old) != 0) continue;
+    void* const fn = (old.sa_flags & SA_SIGINFO) != 0 ? reinterpret_cast<void*>(old.sa_sigaction)
+                                                       : reinterpret_cast<void*>(old.sa_handler);
+    if (old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN || fn == nullptr) continue;
+    Dl_info info{};
+    if (::dladdr(fn, &info) == 0 || info.dli_fname == nullptr) continue;
+    if (std::strstr(info.dli_fname, "libinfinipath") == nullptr) continue;
+    ::signal(sig, SIG_DFL);
+  }
+}
+}  // namespace
+
 void install_overflow_handler() {
   std::call_once(g_install_once, [] {
+    drop_foreign_fatal_handlers();  // (first: what the overflow handler hands other faults to)
     struct sigaction sa{};
     sa.sa_sigaction = &on_segv;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
