@@ -37,9 +37,9 @@ enum class msg : std::uint8_t {
   report = 4,          // u64 serial, u32 n, n * (i32 dst, i64 count), i64 receipts, exceptions,
                        // u8 has partial value [, the value]
   shutdown = 5,        // i32 exit code
-  team_contrib = 6,    // u64 team id, u64 seq, u32 run (dist_state::clock_epoch), u32 element size, i32 sender's
-                       // team rank, u8 failed (1: the sender's arguments, 2: its root), bytes (one part of a team
-                       // operation; a failed one's bytes are the sender's error text)
+  team_contrib = 6,    // u64 team id, u64 seq, u32 run (dist_state::clock_epoch), u64 element signature, i32
+                       // sender's team rank, u8 failed (1: the sender's arguments, 2: its root), bytes (one part of a
+                       // team operation; a failed one's bytes are the sender's error text)
   bulk_put = 8,        // u64 fid home, u64 serial, u32 tag, u8 target kind, u64 array address or ticket, u64 bytes
   bulk_get = 9,        // u64 fid home, u64 serial, u64 array address, u64 bytes, u64 ticket (answered by a bulk_put)
   hello = 10,          // nothing else: the start-up handshake (transport_for_run), before any other message

@@ -263,6 +263,7 @@ std::uint64_t team_split_counter() {
 
 int team_rank() noexcept { return g_dist != nullptr ? g_dist->rank : 0; }
 int team_size() noexcept { return g_dist != nullptr ? g_dist->size : 1; }
+std::uint32_t team_run() noexcept { return g_dist != nullptr ? g_dist->clock_epoch : 0; }
 
 std::size_t team_records() noexcept {
   if (g_dist == nullptr) return 0;
@@ -328,7 +329,15 @@ struct forget_team {
 
 void team::fail(const std::string& err) { throw illegal_operation_exception(err); }
 
+void team::check_run(const char* what) const {
+  if (run_ != detail::team_run()) {  // (a split team's id is another team's in a later run: its parts would mix)
+    throw illegal_operation_exception(std::string(what) + ": this team was made in an earlier run (apgas::run); a team "
+                                      "serves the run it was made in: take team::world() again, and split it again");
+  }
+}
+
 int team::root_rank(const char* what, place root) const {
+  check_run(what);
   std::string err;
   const int id = root.id();
   const int all = static_cast<int>(all_places().size());
@@ -427,6 +436,7 @@ team team::split(int color, int key) {
   t.id_ = (static_cast<std::uint64_t>(place_at(lead.second)) + 1) << 40 |
           (lead.first.counter & ((std::uint64_t{1} << 40) - 1));
   t.size_ = static_cast<int>(members->size());
+  t.run_ = run_;
   t.members_ =
       std::shared_ptr<const std::vector<int>>(members.release(), forget_team{t.id_, detail::g_dist->clock_epoch});
   return t;

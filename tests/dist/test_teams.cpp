@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -740,6 +741,41 @@ TEST(Team, ASubTeamsRecordGoesWithItsLastCopy) {
         EXPECT_EQ(apgas::detail::team_records(), before + 1);
       }
       EXPECT_EQ(apgas::detail::team_records(), before);
+    });
+  });
+}
+
+// A team kept past its run is refused in the next: a split team's id is made again there by the first split (its
+// parts would mix with that team's: wrong sums, silently), and the world team's record is the new run's.
+TEST(Team, ATeamFromAnEarlierRunIsRefused) {
+  static std::optional<apgas::team> kept_split, kept_world;  // (at every process)
+  run_everywhere([] {
+    spmd([] {
+      apgas::team w = apgas::team::world();
+      kept_world = w;
+      kept_split = w.split(0, w.rank());
+      kept_split->barrier();
+    });
+  });
+  run_everywhere([] {
+    spmd([] {
+      apgas::team w = apgas::team::world();
+      apgas::team fresh = w.split(0, w.rank());  // (the same id as the kept one)
+      for (apgas::team* old : {&*kept_split, &*kept_world}) {
+        std::vector<long> v(1, 1);
+        try {
+          old->allreduce(std::span<long>(v), [](long a, long b) { return a + b; });
+          ADD_FAILURE() << "a team of an earlier run was used";
+        } catch (const apgas::illegal_operation_exception& e) {
+          EXPECT_NE(std::string(e.what()).find("apgas::team::allreduce: this team was made in an earlier run"),
+                    std::string::npos)
+              << e.what();
+        }
+      }
+      std::vector<long> v(1, 100);
+      fresh.allreduce(std::span<long>(v), [](long a, long b) { return a + b; });
+      EXPECT_EQ(v[0], 100L * fresh.size());
+      kept_split.reset(), kept_world.reset();
     });
   });
 }

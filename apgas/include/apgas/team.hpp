@@ -77,6 +77,8 @@ void team_send(std::uint64_t team, std::uint64_t seq, std::uint64_t elem, int fr
 std::uint64_t team_split_counter();
 int team_rank() noexcept;
 int team_size() noexcept;
+/// The number of this run (dist_state::clock_epoch; 0 outside a run): a team serves the run it was made in.
+std::uint32_t team_run() noexcept;
 /// The teams this place keeps a record of (the world team's and each sub-team's that a copy of still lives here, once
 /// it was used): for tests.
 std::size_t team_records() noexcept;
@@ -96,6 +98,7 @@ class team {
     team t;
     t.rank_ = detail::team_rank();
     t.size_ = detail::team_size();
+    t.run_ = detail::team_run();
     return t;
   }
   /// Number of member places.
@@ -171,6 +174,13 @@ class team {
   /// The team rank of `root`. A root that is no host place of this team is refused (bad_place_exception) after the
   /// operation has been numbered here and the other members told (dist_team.cpp).
   int root_rank(const char* what, place root) const;
+  /// The next operation of this team at this place (detail::team_begin); illegal_operation_exception if the team was
+  /// made in an earlier run.
+  std::uint64_t begin(const char* what, int root = -1, bool receives = true) const {
+    check_run(what);
+    return detail::team_begin(id_, what, root, receives);
+  }
+  void check_run(const char* what) const;
   /// Wait for the parts of operation `seq`: `expected` of them, or, when `from` is a team rank, that member's part
   /// only. Throws illegal_operation_exception if a member sent a part of another operation or root.
   detail::team_parts wait(const char* what, std::uint64_t seq, int expected, int from = -1) const;
@@ -194,6 +204,7 @@ class team {
   int index_of_best(const char* what, const T& value, int index, Better better);
 
   std::uint64_t id_ = 0;  // 0: the world team
+  std::uint32_t run_ = 0;  // the run it was made in (its id may be another team's in a later run)
   int rank_ = 0;
   int size_ = 1;
   std::shared_ptr<const std::vector<int>> members_;  // member places by rank; null for the world team
@@ -202,7 +213,7 @@ class team {
 template <class T>
 std::vector<std::vector<std::byte>> team::allgather_parts(const char* what, std::span<const T> mine,
                                                           const std::string& err) {
-  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::uint64_t seq = begin(what);
   for (int i = 0; i < size_; ++i) {
     if (i != rank_) send_to(seq, detail::element_signature_of<T>(), i, std::as_bytes(mine), err);
   }
@@ -264,7 +275,7 @@ void team::reduce(std::span<T> inout, Op op, place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::reduce: T must be trivially copyable");
   const char* what = "apgas::team::reduce";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
+  const std::uint64_t seq = begin(what, r, rank_ == r);
   if (rank_ != r) {
     send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(inout), {});
     return;
@@ -306,7 +317,7 @@ void team::broadcast(std::span<T> data, place root) {
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::broadcast: T must be trivially copyable");
   const char* what = "apgas::team::broadcast";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ != r);
+  const std::uint64_t seq = begin(what, r, rank_ != r);
   if (rank_ == r) {
     for (int i = 0; i < size_; ++i) {
       if (i != r) send_to(seq, detail::element_signature_of<T>(), i, std::as_bytes(data), {});
@@ -325,7 +336,7 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gather: T must be trivially copyable");
   const char* what = "apgas::team::gather";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
+  const std::uint64_t seq = begin(what, r, rank_ == r);
   if (rank_ != r) {
     send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(mine), {});
     return;
@@ -356,7 +367,7 @@ void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> o
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::gatherv: T must be trivially copyable");
   const char* what = "apgas::team::gatherv";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ == r);
+  const std::uint64_t seq = begin(what, r, rank_ == r);
   if (rank_ != r) {
     send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(mine), {});
     return;
@@ -383,7 +394,7 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatter: T must be trivially copyable");
   const char* what = "apgas::team::scatter";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ != r);
+  const std::uint64_t seq = begin(what, r, rank_ != r);
   const std::size_t k = mine.size();
   if (rank_ == r) {
     std::string err;
@@ -415,7 +426,7 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
   static_assert(std::is_trivially_copyable_v<T>, "apgas::team::scatterv: T must be trivially copyable");
   const char* what = "apgas::team::scatterv";
   const int r = root_rank(what, root);
-  const std::uint64_t seq = detail::team_begin(id_, what, r, rank_ != r);
+  const std::uint64_t seq = begin(what, r, rank_ != r);
   if (rank_ == r) {
     const std::string err = detail::team_counts_error(what, counts, size_, "in holds", in.size(), r, mine.size(),
                                                       "the root's mine holds");
@@ -475,7 +486,7 @@ void team::alltoall(std::span<const std::type_identity_t<T>> in, std::span<T> ou
     err = std::string(what) + ": out holds " + std::to_string(out.size()) + " elements at place " +
           std::to_string(place_at(rank_)) + ", in holds " + std::to_string(in.size());
   }
-  const std::uint64_t seq = detail::team_begin(id_, what);
+  const std::uint64_t seq = begin(what);
   for (int i = 0; i < size_; ++i) {
     if (i != rank_) {
       send_to(
