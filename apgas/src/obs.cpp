@@ -1030,14 +1030,20 @@ void emergency_dump(const char* why) noexcept {
       return;
     }
     std::vector<place_record> records{decode(encode())};
+    // Written beside and renamed when whole: a launcher may end this process while it writes (mpirun sends SIGTERM
+    // to the survivors of a dead place), which left a file cut off mid-record where the placeholder sends users.
     const std::string file = g.path + ".place" + std::to_string(g.place) + ".json";
-    std::FILE* f = std::fopen(file.c_str(), "w");
+    const std::string part = file + ".part";
+    std::FILE* f = std::fopen(part.c_str(), "w");
     if (f != nullptr) write_json(f, records, g.places, g.mask, false);
-    if (f != nullptr && std::fclose(f) == 0) {
+    const bool written = f != nullptr && std::fclose(f) == 0;
+    if (written && std::rename(part.c_str(), file.c_str()) == 0) {
       std::fprintf(stderr, "apgas: trace: place %d wrote what it recorded to '%s' (%s)\n", g.place, file.c_str(), why);
     } else {  // (the placeholder at the trace's path says a failed place writes there: say that it could not)
+      const int err = errno;
+      std::remove(part.c_str());
       std::fprintf(stderr, "apgas: trace: place %d could not write what it recorded to '%s' (%s): %s\n", g.place,
-                   file.c_str(), why, std::strerror(errno));
+                   file.c_str(), why, std::strerror(err));
     }
   } catch (...) {
   }
