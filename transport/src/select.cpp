@@ -81,7 +81,11 @@ std::unique_ptr<transport> make_from_env() {
                          ": the launcher started " + std::to_string(n) +
                          " processes, but the local transport joins none of them (each would run the program alone "
                          "as place 0); this build has: " + built_backends() +
-                         " (set APGAS_TRANSPORT=mpi or ofi, or configure with -DAPGAS_WITH_MPI=ON)");
+#if APGAS_HAVE_MPI || APGAS_HAVE_OFI
+                         " (set APGAS_TRANSPORT to one of the others, or leave it unset)");
+#else
+                         " (configure with -DAPGAS_WITH_MPI=ON or -DAPGAS_WITH_OFI=ON)");
+#endif
     }
     t = make_local();
   } else if (choice == "mpi") {

@@ -359,7 +359,7 @@ class ofi_transport final : public transport {
       auto o = std::make_unique<op>();
       o->dst = dst;
       const frag_header h{static_cast<std::uint32_t>(rank_), kind, id, data.size(), off};
-      if (copy) {
+      if (copy || n == 0) {  // (an empty payload: the header alone, as a message fragment)
         o->buf.resize(sizeof(frag_header) + n);
         std::memcpy(o->buf.data(), &h, sizeof h);
         if (n != 0) std::memcpy(o->buf.data() + sizeof h, data.data() + off, n);
