@@ -75,6 +75,12 @@ void send(int dst, writer&& w) {
       return;
     }
     transmit(dst, w.take());
+  } catch (const transport::peer_error& e) {  // (the peer whose connection failed, maybe not dst: see transport.hpp)
+    if (e.peer() != g_dist->rank) peer_failed(e.peer(), e.what());
+    std::fprintf(stderr, "apgas: place %d: a message to place %d could not be sent: %s\n", g_dist->rank, dst,
+                 e.what());
+    std::fflush(stderr);
+    end_process(3);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "apgas: place %d: a message to place %d could not be sent: %s\n", g_dist->rank, dst,
                  e.what());

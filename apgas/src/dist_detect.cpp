@@ -157,6 +157,8 @@ void run_detector(detector& det) {
           quiet[p] = 0;
           try {
             d.tp->send(static_cast<int>(p), {static_cast<std::byte>(msg::heartbeat)});
+          } catch (const transport::peer_error& e) {  // (a send to whichever peer failed in that flush)
+            declare_dead(d.rank, e.peer(), std::string("the transport lost it: ") + e.what());
           } catch (const std::exception& e) {
             declare_dead(d.rank, static_cast<int>(p), std::string("a heartbeat could not be sent: ") + e.what());
           }

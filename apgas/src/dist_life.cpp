@@ -45,13 +45,13 @@ std::unique_ptr<transport::transport>& the_transport() {
 // and the failure detector still run, closing the transport (MPI_Finalize, fi_close; libfabric's shm provider unmaps
 // its regions) and destroying the runtime's tables under them: the place crashed and lost its exit code. Registered
 // at the start of every run (on_exit, glibc's, gets the status; the last registered runs first), it ends the process
-// at once with that code; the other places find it dead. What the program wrote to std::cout and its C streams is
+// at once with that code; the other places find it dead. What the program wrote to std::cout and stdout is
 // flushed first (exit() would have: "print the result, then exit" must not lose the result); the other exit handlers
 // and static destructors do not run.
 void exit_during_run(int status, void*) {
   if (g_dist == nullptr) return;  // (a handler of an earlier run, or exit() between runs)
   std::cout.flush();  // (alive: the standard streams' destructor was registered before any run's handler)
-  std::fflush(nullptr);
+  std::fflush(stdout);  // (not fflush(nullptr): it locks every stream, stdin too, which a worker may hold reading)
   std::fprintf(stderr, "apgas: place %d: exit(%d) was called during a run: the process ends now\n", g_dist->rank,
                status);
   std::fflush(stderr);

@@ -331,8 +331,9 @@ void team::fail(const std::string& err) { throw illegal_operation_exception(err)
 
 void team::check_run(const char* what) const {
   if (run_ != detail::team_run()) {  // (a split team's id is another team's in a later run: its parts would mix)
-    throw illegal_operation_exception(std::string(what) + ": this team was made in an earlier run (apgas::run); a team "
-                                      "serves the run it was made in: take team::world() again, and split it again");
+    throw illegal_operation_exception(std::string(what) + ": this team was made in an earlier run (apgas::run), or "
+                                      "outside a run; a team serves the run it was made in: take team::world() "
+                                      "again, and split it again");
   }
 }
 

@@ -1035,8 +1035,14 @@ void emergency_dump(const char* why) noexcept {
     const std::string file = g.path + ".place" + std::to_string(g.place) + ".json";
     const std::string part = file + ".part";
     std::FILE* f = std::fopen(part.c_str(), "w");
-    if (f != nullptr) write_json(f, records, g.places, g.mask, false);
-    const bool written = f != nullptr && std::fclose(f) == 0;
+    bool encoded = true;
+    try {
+      if (f != nullptr) write_json(f, records, g.places, g.mask, false);
+    } catch (...) {  // (no memory for the text: no file, and the message below)
+      encoded = false;
+      errno = ENOMEM;
+    }
+    const bool written = f != nullptr && std::fclose(f) == 0 && encoded;
     if (written && std::rename(part.c_str(), file.c_str()) == 0) {
       std::fprintf(stderr, "apgas: trace: place %d wrote what it recorded to '%s' (%s)\n", g.place, file.c_str(), why);
     } else {  // (the placeholder at the trace's path says a failed place writes there: say that it could not)

@@ -182,6 +182,9 @@ void drop_foreign_fatal_handlers() {
     ::signal(sig, SIG_DFL);
   }
 }
+// Also when libapgas is loaded (its initialisers run after those of the libraries it loads): a Ctrl-C before the
+// first run. The first run does it again (a program linked statically may have loaded the library later).
+[[maybe_unused]] const bool g_foreign_dropped = (drop_foreign_fatal_handlers(), true);
 }  // namespace
 
 void install_overflow_handler() {

@@ -138,9 +138,9 @@ void setup_gpus(host_state& s, int d, const float* x) {
     p.off = n_local * i / g;
     p.n = n_local * (i + 1) / g - p.off;
     if (p.n == 0) continue;
-    p.points = apgas::make_remote_array<float>(p.gpu, static_cast<std::size_t>(p.n) * d);
-    s.parts.push_back(p);  // (release() frees what is there)
-    s.parts.back().nearest = apgas::make_remote_array<int>(p.gpu, static_cast<std::size_t>(p.n));
+    gpu_part& q = s.parts.emplace_back(p);  // (first: release() frees what is made)
+    q.points = apgas::make_remote_array<float>(q.gpu, static_cast<std::size_t>(q.n) * d);
+    q.nearest = apgas::make_remote_array<int>(q.gpu, static_cast<std::size_t>(q.n));
   }
   if (s.parts.empty()) {
     s.nearest_cpu = apgas::make_remote_array<int>(apgas::here(), static_cast<std::size_t>(n_local));
@@ -173,8 +173,14 @@ void run_host(host_state& s, const params prm, const std::string& path) {
   // out of memory) must not leave the others waiting in the allreduce below (every host takes part in every team
   // operation): its failure is shared in that allreduce, then every host stops and this one reports it.
   float* x = nullptr;
+  const int chunks = apgas::num_workers();
+  const std::size_t kd = static_cast<std::size_t>(k) * d;
+  std::vector<std::vector<std::int64_t>> partial;  // one partial sum per chunk of the host's points
+  std::vector<std::int64_t> buf;  // the host's sums (k*d), then its counts (k), then 1 if its iteration failed
   std::exception_ptr failure;
   try {
+    partial.assign(static_cast<std::size_t>(chunks), std::vector<std::int64_t>(kd + k));
+    buf.resize(kd + k + 1);
     s.points = apgas::make_remote_array<float>(me, static_cast<std::size_t>(n_local) * d);
     x = s.points.data();
     std::vector<float> first(static_cast<std::size_t>(k) * d);
@@ -204,11 +210,6 @@ void run_host(host_state& s, const params prm, const std::string& path) {
   if (bound_failed[1] != 0) return;  // another host failed and reports it
   const double scale = kmeans::fixed_scale(prm.n, static_cast<float>(bound_failed[0]));
 
-  // One partial sum per chunk of the host's points; buf = the host's sums (k*d), then its counts (k).
-  const int chunks = apgas::num_workers();
-  const std::size_t kd = static_cast<std::size_t>(k) * d;
-  std::vector<std::vector<std::int64_t>> partial(static_cast<std::size_t>(chunks), std::vector<std::int64_t>(kd + k));
-  std::vector<std::int64_t> buf(kd + k + 1);  // (+ 1: the hosts whose iteration failed)
   s.setup_s = since(t_setup);
 
   const auto t_run = clk::now();

@@ -73,6 +73,24 @@ constexpr const char* prefix = "apgas transport ofi: ";
 void check(int rc, const char* call) {
   if (rc != 0) fail(call, rc);
 }
+// Whether an error (a positive errno value, as fi_cq_err_entry::err has it) is its peer's: the connection to it is
+// gone (its process ended, its host is unreachable). Any other failure is this place's own (transport_error).
+bool peer_errno(int e) {
+  switch (e) {
+    case FI_ECONNRESET:
+    case FI_ECONNREFUSED:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case FI_ESHUTDOWN:
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case EPIPE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void check_mpi(int rc, const char* call) {
   if (rc != MPI_SUCCESS) throw transport_error(std::string("apgas transport ofi: bootstrap ") + call + " failed");
 }
@@ -413,10 +431,14 @@ class ofi_transport final : public transport {
             rc = fi_send(ep_, o->buf.data(), o->buf.size(), nullptr, addrs_[dst], &o->ctx);
           }
           if (rc == -FI_EAGAIN) break;  // retried at the next flush
-          if (rc != 0) {
-            throw peer_error(static_cast<int>(dst), std::string(prefix) + "fi_send to rank " + std::to_string(dst) +
-                                                        " failed: " + fi_strerror(static_cast<int>(-rc)) + " (" +
-                                                        std::to_string(rc) + ")");
+          if (rc != 0) {  // (taken off its queue first: the failure is raised once, not by every later flush)
+            q.pop_front();
+            --npending_;
+            delete o;
+            const std::string what = std::string(prefix) + "fi_send to rank " + std::to_string(dst) + " failed: " +
+                                     fi_strerror(static_cast<int>(-rc)) + " (" + std::to_string(rc) + ")";
+            if (peer_errno(static_cast<int>(-rc))) throw peer_error(static_cast<int>(dst), what);
+            throw transport_error(what);
           }
           sends_in_flight_ += 1;
           q.pop_front();
@@ -497,13 +519,18 @@ class ofi_transport final : public transport {
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
       fi_cq_readerr(cq_, &err, 0);
-      const op* o = static_cast<const op*>(err.op_context);
       const std::string why = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
-      if (o != nullptr && !o->is_recv && o->dst >= 0) {  // that peer's failure (its connection, its process)
-        throw peer_error(o->dst, std::string("apgas transport ofi (") + provider_ + "): a send to rank " +
-                                     std::to_string(o->dst) + " failed: " + why);
+      const std::string head = std::string("apgas transport ofi (") + provider_ + "): ";
+      op* o = static_cast<op*>(err.op_context);
+      if (o != nullptr && !o->is_recv) {  // a send: it is over (raised once), and it names its peer
+        const int dst = o->dst;
+        sends_in_flight_ -= 1;
+        delete o;
+        const std::string what = head + "a send to rank " + std::to_string(dst) + " failed: " + why;
+        if (peer_errno(err.err)) throw peer_error(dst, what);  // the connection to that peer is gone
+        throw transport_error(what);
       }
-      throw transport_error(std::string("apgas transport ofi (") + provider_ + "): a transfer failed: " + why);
+      throw transport_error(head + "a receive failed: " + why);
     }
     if (n < 0) fail("fi_cq_read", static_cast<int>(n));
     for (ssize_t i = 0; i < n; ++i) {

@@ -20,7 +20,8 @@
 ///  - Errors (a peer that cannot be reached, a failed call) throw apgas::transport_error naming the backend, the peer
 ///    and the call; one that is the failure of a single peer (a send to it failed: its connection was reset, its
 ///    process ended) throws peer_error, which the runtime takes as that peer's death (it tells the others, so that
-///    every place names the same dead place).
+///    every place names the same dead place). A send may raise another peer's failure found while it made progress
+///    (peer_error::peer() is the one that failed); a failure is raised once.
 
 #include <apgas/error.hpp>
 
