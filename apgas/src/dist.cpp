@@ -12,7 +12,6 @@
 #include "clock_dist.hpp"
 #include "finish.hpp"
 #include "obs.hpp"
-#include "runtime.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/activity.hpp>
@@ -75,17 +74,8 @@ void send(int dst, writer&& w) {
       return;
     }
     transmit(dst, w.take());
-  } catch (const transport::peer_error& e) {  // (the peer whose connection failed, maybe not dst: see transport.hpp)
-    if (e.peer() != g_dist->rank) peer_failed(e.peer(), e.what());
-    std::fprintf(stderr, "apgas: place %d: a message to place %d could not be sent: %s\n", g_dist->rank, dst,
-                 e.what());
-    std::fflush(stderr);
-    end_process(3);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "apgas: place %d: a message to place %d could not be sent: %s\n", g_dist->rank, dst,
-                 e.what());
-    std::fflush(stderr);
-    end_process(3);
+    stop_on_transport_failure(e, "a message to place " + std::to_string(dst) + " could not be sent");
   }
 }
 

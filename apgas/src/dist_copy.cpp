@@ -5,7 +5,6 @@
 
 #include "finish.hpp"
 #include "obs.hpp"
-#include "runtime.hpp"
 #include "scheduler.hpp"
 
 #include <apgas/error.hpp>
@@ -81,17 +80,9 @@ void put_locked_in(finish_state& fs, int dst, target_kind kind, std::uint64_t wh
     if (kind == target_kind::ticket_withdrawn) break;  // the answer to a rejected get: no payload
     try {
       tp.send_bulk(dst, tag, data.subspan(off, n));
-    } catch (const transport::peer_error& e) {
-      if (e.peer() != g_dist->rank) peer_failed(e.peer(), e.what());
-      std::fprintf(stderr, "apgas: place %d: a transfer of %zu bytes to place %d could not be sent: %s\n",
-                   g_dist->rank, n, dst, e.what());
-      std::fflush(stderr);
-      end_process(3);
     } catch (const std::exception& e) {  // (announced and counted: its receiver and finish would wait for ever)
-      std::fprintf(stderr, "apgas: place %d: a transfer of %zu bytes to place %d could not be sent: %s\n",
-                   g_dist->rank, n, dst, e.what());
-      std::fflush(stderr);
-      end_process(3);
+      stop_on_transport_failure(e, "a transfer of " + std::to_string(n) + " bytes to place " + std::to_string(dst) +
+                                       " could not be sent");
     }
     if (obs::on(obs::stats)) obs::bulk_sent(dst, n);
     if (kind == target_kind::ticket) break;  // a ticket is one piece (get_bytes splits before asking)

@@ -199,8 +199,15 @@ peer_identity my_identity() {
   return me;
 }
 
-void peer_failed(int dead, const std::string& why) {
-  declare_dead(g_dist->rank, dead, "the transport lost it: " + why);
+void stop_on_transport_failure(const std::exception& e, const std::string& what) {
+  const int rank = g_dist->rank;
+  if (const auto* pe = dynamic_cast<const transport::peer_error*>(&e); pe != nullptr && pe->peer() != rank) {
+    declare_dead(rank, pe->peer(), std::string("the transport lost it: ") + e.what());
+  }
+  std::fprintf(stderr, "apgas: place %d: %s: %s\n", rank, what.c_str(), e.what());
+  obs::emergency_dump("its transport failed");
+  std::fflush(stderr);
+  end_process(3);
 }
 
 void dead_place_reported(int src, int dead) {

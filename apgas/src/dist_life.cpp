@@ -137,17 +137,8 @@ bool poll_hook(void* ctx) {
       progress = true;
     }
     return progress;
-  } catch (const transport::peer_error& e) {
-    if (e.peer() != d->rank) peer_failed(e.peer(), e.what());  // (tells the others, as the failure detector does)
-    std::fprintf(stderr, "apgas: place %d: the %s transport failed: %s\n", d->rank, d->tp->name(), e.what());
-    obs::emergency_dump("its transport failed");
-    std::fflush(stderr);
-    end_process(3);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "apgas: place %d: the %s transport failed: %s\n", d->rank, d->tp->name(), e.what());
-    obs::emergency_dump("its transport failed");
-    std::fflush(stderr);
-    end_process(3);
+    stop_on_transport_failure(e, std::string("the ") + d->tp->name() + " transport failed");
   }
 }
 

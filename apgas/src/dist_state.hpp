@@ -269,7 +269,9 @@ void note_heard(int src) noexcept;  // any traffic from src
 void note_sent(int dst) noexcept;   // any message to dst
 void note_polled() noexcept;        // this place polled its transport
 [[noreturn]] void dead_place_reported(int src, int dead);  // a dead_notice arrived: this place stops too
-[[noreturn]] void peer_failed(int dead, const std::string& why);  // the transport lost that peer: as a dead place
+// The transport failed under this place (`what` says at what, `e` how): the place stops with exit code 3. A
+// transport::peer_error is that peer's death (declare_dead: the others are told, so every place names the same one).
+[[noreturn]] void stop_on_transport_failure(const std::exception& e, const std::string& what);
 
 // ---- the other message handlers, called by dist_state::on_message (dist.cpp) ----
 void deliver_put(int src, reader& r);                                     // dist_copy.cpp

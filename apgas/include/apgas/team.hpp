@@ -187,9 +187,14 @@ class team {
   /// Throws illegal_operation_exception if a part is failed (its sender's arguments were wrong) or of elements of
   /// another type than this place's (signature `elem`, detail::element_signature; `type`: its mangled name).
   void check_parts(const char* what, const detail::team_parts& tp, std::uint64_t elem, const char* type) const;
-  /// Send `bytes` (or, when err is not empty, the failure text) to member i.
-  void send_to(std::uint64_t seq, std::uint64_t elem, int i, std::span<const std::byte> bytes,
-               const std::string& err) const {
+  template <class T>
+  void check_parts(const char* what, const detail::team_parts& tp) const {
+    check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  }
+  /// Send `bytes`, elements of T (or, when err is not empty, the failure text) to member i.
+  template <class T>
+  void send_to(std::uint64_t seq, int i, std::span<const std::byte> bytes, const std::string& err) const {
+    const std::uint64_t elem = detail::element_signature_of<T>();
     if (err.empty()) {
       detail::team_send(id_, seq, elem, rank_, place_at(i), bytes);
     } else {
@@ -215,11 +220,11 @@ std::vector<std::vector<std::byte>> team::allgather_parts(const char* what, std:
                                                           const std::string& err) {
   const std::uint64_t seq = begin(what);
   for (int i = 0; i < size_; ++i) {
-    if (i != rank_) send_to(seq, detail::element_signature_of<T>(), i, std::as_bytes(mine), err);
+    if (i != rank_) send_to<T>(seq, i, std::as_bytes(mine), err);
   }
   detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  check_parts<T>(what, tp);
   return std::move(tp.parts);
 }
 
@@ -277,11 +282,11 @@ void team::reduce(std::span<T> inout, Op op, place root) {
   const int r = root_rank(what, root);
   const std::uint64_t seq = begin(what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(inout), {});
+    send_to<T>(seq, r, std::as_bytes(inout), {});
     return;
   }
   detail::team_parts tp = wait(what, seq, size_ - 1);
-  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  check_parts<T>(what, tp);
   for (int p = 0; p < size_; ++p) {
     const std::size_t got = tp.parts[static_cast<std::size_t>(p)].size();
     if (p != r && got != inout.size_bytes()) detail::team_wrong_length(what, place_at(p), got, inout.size(), sizeof(T));
@@ -320,12 +325,12 @@ void team::broadcast(std::span<T> data, place root) {
   const std::uint64_t seq = begin(what, r, rank_ != r);
   if (rank_ == r) {
     for (int i = 0; i < size_; ++i) {
-      if (i != r) send_to(seq, detail::element_signature_of<T>(), i, std::as_bytes(data), {});
+      if (i != r) send_to<T>(seq, i, std::as_bytes(data), {});
     }
     return;
   }
   detail::team_parts tp = wait(what, seq, 1, r);
-  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  check_parts<T>(what, tp);
   const std::vector<std::byte>& from = tp.parts[static_cast<std::size_t>(r)];
   if (from.size() != data.size_bytes()) detail::team_wrong_length(what, root.id(), from.size(), data.size(), sizeof(T));
   if (!data.empty()) std::memcpy(data.data(), from.data(), data.size_bytes());
@@ -338,7 +343,7 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
   const int r = root_rank(what, root);
   const std::uint64_t seq = begin(what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(mine), {});
+    send_to<T>(seq, r, std::as_bytes(mine), {});
     return;
   }
   const std::size_t k = mine.size();
@@ -349,7 +354,7 @@ void team::gather(std::span<const std::type_identity_t<T>> mine, std::span<T> ou
   }
   detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  check_parts<T>(what, tp);
   for (int p = 0; p < size_; ++p) {
     const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(p)];
     if (p == r) {
@@ -369,14 +374,14 @@ void team::gatherv(std::span<const std::type_identity_t<T>> mine, std::span<T> o
   const int r = root_rank(what, root);
   const std::uint64_t seq = begin(what, r, rank_ == r);
   if (rank_ != r) {
-    send_to(seq, detail::element_signature_of<T>(), r, std::as_bytes(mine), {});
+    send_to<T>(seq, r, std::as_bytes(mine), {});
     return;
   }
   const std::string err =
       detail::team_counts_error(what, counts, size_, "out holds", out.size(), r, mine.size(), "the root gives");
   detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  check_parts<T>(what, tp);
   std::size_t off = 0;
   for (int p = 0; p < size_; ++p) {
     const std::size_t c = counts[static_cast<std::size_t>(p)];
@@ -404,8 +409,8 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
     }
     for (int i = 0; i < size_; ++i) {
       if (i != r)
-        send_to(
-            seq, detail::element_signature_of<T>(), i,
+        send_to<T>(
+            seq, i,
             err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
             err);
     }
@@ -414,7 +419,7 @@ void team::scatter(std::span<const std::type_identity_t<T>> in, std::span<T> min
     return;
   }
   detail::team_parts tp = wait(what, seq, 1, r);
-  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  check_parts<T>(what, tp);
   const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(r)];
   if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size(), k, sizeof(T));
   if (k != 0) std::memcpy(mine.data(), b.data(), b.size());
@@ -434,8 +439,7 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
     for (int i = 0; i < size_; ++i) {
       const std::size_t c = err.empty() ? counts[static_cast<std::size_t>(i)] : 0;
       if (i != r)
-        send_to(seq, detail::element_signature_of<T>(), i,
-                err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
+        send_to<T>(seq, i, err.empty() ? std::as_bytes(in.subspan(off, c)) : std::span<const std::byte>{}, err);
       if (i == r && c != 0) std::memcpy(mine.data(), in.data() + off, c * sizeof(T));
       off += c;
     }
@@ -443,7 +447,7 @@ void team::scatterv(std::span<const std::type_identity_t<T>> in, std::span<const
     return;
   }
   detail::team_parts tp = wait(what, seq, 1, r);
-  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  check_parts<T>(what, tp);
   const std::vector<std::byte>& b = tp.parts[static_cast<std::size_t>(r)];
   if (b.size() != mine.size_bytes()) detail::team_wrong_length(what, root.id(), b.size(), mine.size(), sizeof(T));
   if (!mine.empty()) std::memcpy(mine.data(), b.data(), b.size());
@@ -489,15 +493,15 @@ void team::alltoall(std::span<const std::type_identity_t<T>> in, std::span<T> ou
   const std::uint64_t seq = begin(what);
   for (int i = 0; i < size_; ++i) {
     if (i != rank_) {
-      send_to(
-          seq, detail::element_signature_of<T>(), i,
+      send_to<T>(
+          seq, i,
           err.empty() ? std::as_bytes(in.subspan(static_cast<std::size_t>(i) * k, k)) : std::span<const std::byte>{},
           err);
     }
   }
   detail::team_parts tp = wait(what, seq, size_ - 1);
   if (!err.empty()) fail(err);
-  check_parts(what, tp, detail::element_signature_of<T>(), typeid(T).name());
+  check_parts<T>(what, tp);
   for (int p = 0; p < size_; ++p) {
     T* to = out.data() + static_cast<std::size_t>(p) * k;
     if (p == rank_) {
