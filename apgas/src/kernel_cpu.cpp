@@ -34,6 +34,7 @@
 #include "eh_state.hpp"
 #include "finish.hpp"
 #include "kernel_switch.hpp"
+#include "obs.hpp"  // readable_type_name
 #include "runtime.hpp"
 #include "scheduler.hpp"
 #include "stack.hpp"
@@ -129,7 +130,11 @@ struct shared_check {
   std::vector<int> first_thread;
   std::vector<int> other_thread;
   std::vector<unsigned char> snapshot;
-  std::vector<std::uint32_t> atomic_epoch;  // the epoch in which the element was last accessed atomically
+  // per element, in its epoch: threads' accesses through operator[] less the atomic operations on it. An atomic
+  // operation is an access (s[i]) and a note (cpu_atomic_note), so above 0 means a plain access too, and a plain
+  // access races with an atomic one of another thread as much as with a plain one (on a GPU the plain load or store
+  // is not ordered with the atomic's read-modify-write).
+  std::vector<int> plain;
   std::vector<std::size_t> touched;  // elements accessed by two threads in the current epoch
 };
 
@@ -187,7 +192,8 @@ struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` t
   bool phase_deposit = false;
   int phase_first = 0;
   bool mixed_reported = false;
-  bool ended_lane_reported = false;
+  bool lane_reported = false;
+  bool per_thread_reported = false;
   int current_thread = -1;               // whose accesses these are
   const char* inside = nullptr;          // block level: the construct whose per-thread function runs (cpu_block_enter)
   std::vector<cpu_thread_state> entered;  // the states cpu_block_enter saved, innermost last
@@ -223,11 +229,7 @@ struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` t
   }
   std::string where() const {
     const dim3 bid = unflatten(b, info->g.blocks);
-    int status = 0;
-    char* name = abi::__cxa_demangle(info->kernel, nullptr, nullptr, &status);
-    const std::string kernel = status == 0 && name != nullptr ? name : info->kernel;
-    std::free(name);
-    return "kernel " + kernel + ", block " + std::to_string(b) + " (" + std::to_string(bid.x) + "," +
+    return "kernel " + obs::readable_type_name(info->kernel) + ", block " + std::to_string(b) + " (" + std::to_string(bid.x) + "," +
            std::to_string(bid.y) + "," + std::to_string(bid.z) + ")";
   }
 };
@@ -669,6 +671,7 @@ void* cpu_block_begin(const cpu_launch_info& info, long b) {
     blk.checks.clear();
     blk.reports.clear();
     blk.more_reports = 0;
+    blk.per_thread_reported = false;
   }
   return &blk;
 }
@@ -714,7 +717,7 @@ void cpu_run_clocked(void* block, int threads, void (*thread_fn)(void*, int, voi
   b.cancelled = false;
   b.refused = false;
   b.mixed_reported = false;
-  b.ended_lane_reported = false;
+  b.lane_reported = false;
   b.slow = b.checking;
   b.first_error = nullptr;
   b.eh = thread_eh_state();  // the block runs start to end on this OS thread
@@ -814,17 +817,30 @@ void* cpu_warp_slot(void* self, std::size_t bytes) noexcept {
   return b.warp_slot(parity, k->t);
 }
 
-const void* cpu_warp_slot_of(void* self, int lane) noexcept {
+const void* cpu_warp_slot_of(void* self, int lane, bool shuffle) noexcept {
   kthread* k = as_thread(self);
   cpu_block& b = *k->block;
   const int warp = k->t / warp_size;
   const std::uint32_t p = b.warps[warp].phase - 1;
   const int t = warp * warp_size + lane;
-  if (lane < 0 || lane >= warp_size || t >= b.n) return nullptr;
+  if (lane < 0 || lane >= warp_size) return nullptr;
+  if (t >= b.n) {
+    // A lane past the block's last thread (a block whose size is no multiple of 32): a ballot counts it false, as on
+    // a GPU; a shuffle gives the caller's own value, where a GPU's source lane outside the mask gives anything.
+    if (shuffle && b.checking && !b.lane_reported) {
+      b.lane_reported = true;
+      b.report("a warp shuffle of thread " + std::to_string(k->t) + " reads lane " + std::to_string(lane) +
+               " of its warp, which does not exist (the block has " + std::to_string(b.n) + " threads; its last warp " +
+               std::to_string(b.n - warp * warp_size) + " lanes), in " + b.where() +
+               " (on a GPU what it gives is undefined): use blocks whose size is a multiple of 32 with warp "
+               "operations, or keep the source lane below the block's size");
+    }
+    return nullptr;
+  }
   if (b.warp_tag(static_cast<int>(p & 1), t) != p) {
-    if (b.checking && b.threads[static_cast<std::size_t>(t)].state == wait::done && !b.ended_lane_reported) {
+    if (b.checking && b.threads[static_cast<std::size_t>(t)].state == wait::done && !b.lane_reported) {
       // Without the checking mode a lane that has ended gives the caller's own value (it takes part in nothing).
-      b.ended_lane_reported = true;
+      b.lane_reported = true;
       b.report("a warp operation of thread " + std::to_string(k->t) + " reads lane " + std::to_string(lane) +
                " of its warp, which has ended, in " + b.where() +
                " (on a GPU a lane that has exited takes part in no warp operation: what it gives is undefined)");
@@ -964,6 +980,18 @@ void cpu_block_set_thread(void* block, int t) noexcept {
   static_cast<cpu_block*>(block)->current_thread = t;
 }
 
+void cpu_per_thread_index(void* block, int t) noexcept {
+  cpu_block& b = *static_cast<cpu_block*>(block);
+  if (t == b.current_thread || b.per_thread_reported) return;
+  b.per_thread_reported = true;
+  const std::string by = b.current_thread < 0 ? std::string("the block's own code (outside for_threads)")
+                                              : "thread " + std::to_string(b.current_thread);
+  b.report("per_thread value of thread " + std::to_string(t) + " read by " + by + " in " + b.where() +
+           ": on a GPU a per_thread value lives in its thread's registers, and an index gives the calling thread's "
+           "own value whatever it names; index it with the thread_index of for_threads, and share values through a "
+           "shared array");
+}
+
 // ---- the checking mode's shared-array watch ---------------------------------------------------------------------
 
 shared_check* cpu_shared_checker(void* block, int index, void* base, std::size_t n, std::size_t elem_bytes) {
@@ -982,7 +1010,7 @@ shared_check* cpu_shared_checker(void* block, int index, void* base, std::size_t
   c->first_thread.assign(n, -1);
   c->other_thread.assign(n, -1);
   c->snapshot.assign(n * elem_bytes, 0);
-  c->atomic_epoch.assign(n, 0);
+  c->plain.assign(n, 0);
   b.checks.push_back(std::move(c));
   return b.checks.back().get();
 }
@@ -992,7 +1020,7 @@ namespace {
 void close_epoch(shared_check& c) {
   cpu_block& b = *c.block;
   for (std::size_t i : c.touched) {
-    if (c.atomic_epoch[i] == c.epoch[i]) continue;  // atomic accesses do not race
+    if (c.plain[i] <= 0) continue;  // atomic accesses alone do not race
     if (std::memcmp(c.snapshot.data() + i * c.elem, c.base + i * c.elem, c.elem) != 0) {
       b.report("data race on shared array " + std::to_string(c.index) + " (a resource of the kernel) in " + b.where() +
                ": threads " + std::to_string(c.first_thread[i]) + " and " + std::to_string(c.other_thread[i]) +
@@ -1034,10 +1062,14 @@ bool cpu_shared_access(shared_check* c, std::size_t i) noexcept {
     c->epoch[i] = now;
     c->first_thread[i] = t;
     c->other_thread[i] = -1;
+    c->plain[i] = 1;
     std::memcpy(c->snapshot.data() + i * c->elem, c->base + i * c->elem, c->elem);
-  } else if (t != c->first_thread[i] && c->other_thread[i] < 0) {
-    c->other_thread[i] = t;
-    c->touched.push_back(i);
+  } else {
+    c->plain[i] += 1;
+    if (t != c->first_thread[i] && c->other_thread[i] < 0) {
+      c->other_thread[i] = t;
+      c->touched.push_back(i);
+    }
   }
   return true;
 }
@@ -1048,7 +1080,8 @@ void cpu_atomic_note(const void* addr) noexcept {
   const auto* a = static_cast<const unsigned char*>(addr);
   for (auto& c : b.checks) {
     if (a >= c->base && a < c->base + c->n * c->elem) {
-      c->atomic_epoch[static_cast<std::size_t>(a - c->base) / c->elem] = b.epoch;
+      const std::size_t i = static_cast<std::size_t>(a - c->base) / c->elem;
+      if (c->epoch[i] == b.epoch && b.current_thread >= 0) c->plain[i] -= 1;  // its access was this operation's
       return;
     }
   }

@@ -48,8 +48,8 @@ std::atomic<bool> g_running{false};
 std::atomic<std::uint32_t> g_run{0};  // this process's run number (runs of the process counted from 1)
 
 // Every host's GPU count and descriptions, exchanged with the transport's start-up collectives; false if the GPU
-// set-up failed at some host (acc == nullptr there).
-bool build_tree(transport::transport& tp, accelerator* acc, place_tree& t) {
+// set-up failed at some host (acc == nullptr there), with those hosts' place numbers in `failed`.
+bool build_tree(transport::transport& tp, accelerator* acc, place_tree& t, std::vector<int>& failed) {
   const int hosts = tp.size();
   const int me = tp.rank();
   char name[256] = {};
@@ -67,9 +67,10 @@ bool build_tree(transport::transport& tp, accelerator* acc, place_tree& t) {
   std::memcpy(all.data(), heads.data(), heads.size());
   std::size_t width = 0;
   bool ok = true;
-  for (const head& x : all) {
-    ok = ok && x.ok != 0;
-    width = std::max<std::size_t>(width, x.bytes);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].ok == 0) failed.push_back(static_cast<int>(i));
+    ok = ok && all[i].ok != 0;
+    width = std::max<std::size_t>(width, all[i].bytes);
   }
   if (!ok) return false;
   mine.resize(width, '\0');
@@ -192,9 +193,19 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
     if (acc_error.rfind("apgas: ", 0) == 0) acc_error.erase(0, 7);  // (printed with the prefix below)
   }
   place_tree t;
-  if (!build_tree(*tp, acc, t)) {
-    if (!acc_error.empty()) std::fprintf(stderr, "apgas: %s\n", acc_error.c_str());
-    else std::fprintf(stderr, "apgas: start-up stopped: the GPU set-up failed at another host place\n");
+  std::vector<int> failed;
+  if (!build_tree(*tp, acc, t, failed)) {
+    // The failed host says what failed, the others where (with untagged launcher output every line must say it).
+    if (!acc_error.empty()) {
+      char host[256] = {};
+      if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "(unknown)");
+      std::fprintf(stderr, "apgas: host place %d (%s): %s\n", tp->rank(), host, acc_error.c_str());
+    } else {
+      std::string where;
+      for (const int f : failed) where += (where.empty() ? "" : ", ") + std::to_string(f);
+      std::fprintf(stderr, "apgas: start-up stopped at host place %d: the GPU set-up failed at host place%s %s\n",
+                   tp->rank(), failed.size() == 1 ? "" : "s", where.c_str());
+    }
     return 2;
   }
   const int first_gpu = t.num_hosts + t.gpus_before_here;

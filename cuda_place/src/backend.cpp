@@ -140,27 +140,30 @@ class cuda_accelerator final : public accelerator {
 
   // Direct GPU-to-GPU copies where the hardware allows them (cuMemcpyPeerAsync stages the others), and access to each
   // other's memory pools (remote arrays and launch buffers come from them): kernels may read a peer's remote_array.
-  // Failures only lose the direct path; they are not errors.
+  // Failures only lose the direct path; they are not errors, but for a sticky one (device::optional_step).
   void enable_peer_access(const driver& d) {
     for (auto& a : devices_) {
       const context_scope scope(d, a->context());
-      if (scope.result() != CUDA_SUCCESS) continue;
+      if (!a->optional_step(scope.result(), "cuCtxSetCurrent")) continue;
       CUmemoryPool pool = nullptr;
-      if (a->pools() && d.cuDeviceGetDefaultMemPool(&pool, a->handle()) != CUDA_SUCCESS) pool = nullptr;
+      const bool has_pool = a->pools() && d.cuDeviceGetDefaultMemPool(&pool, a->handle()) == CUDA_SUCCESS;
+      if (!has_pool) pool = nullptr;
       for (auto& b : devices_) {
         int can = 0;
         if (a == b || d.cuDeviceCanAccessPeer(&can, b->handle(), a->handle()) != CUDA_SUCCESS || can == 0) continue;
-        // b's context may access a's memory; b's kernels a's pool.
+        // b's context may access a's memory; b's kernels a's pool. "Already enabled" is fine.
         {
           const context_scope in_b(d, b->context());
-          if (in_b.result() == CUDA_SUCCESS) d.cuCtxEnablePeerAccess(a->context(), 0);  // "already enabled" is fine
+          if (b->optional_step(in_b.result(), "cuCtxSetCurrent")) {
+            b->optional_step(d.cuCtxEnablePeerAccess(a->context(), 0), "cuCtxEnablePeerAccess");
+          }
         }
         if (pool != nullptr) {
           CUmemAccessDesc access{};
           access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
           access.location.id = b->ordinal();
           access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-          d.cuMemPoolSetAccess(pool, &access, 1);
+          a->optional_step(d.cuMemPoolSetAccess(pool, &access, 1), "cuMemPoolSetAccess");
         }
       }
     }

@@ -84,11 +84,19 @@ device::device(const driver& d, int ordinal, std::size_t slice_bytes, int slices
 // the user's timed code (the Parboil ports' fixed ~15 ms against native CUDA). Failures only lose the warm-up.
 void device::keep_and_warm_pool() {
   CUmemoryPool pool = nullptr;
-  if (d_.cuDeviceGetDefaultMemPool(&pool, dev_) != CUDA_SUCCESS) return;
+  if (!optional_step(d_.cuDeviceGetDefaultMemPool(&pool, dev_), "cuDeviceGetDefaultMemPool")) return;
   cuuint64_t keep = ~cuuint64_t{0};
-  if (d_.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) != CUDA_SUCCESS) return;
+  const CUresult kept = d_.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  if (!optional_step(kept, "cuMemPoolSetAttribute (the memory pool's release threshold)")) return;
   CUdeviceptr p = 0;
-  if (d_.cuMemAllocAsync(&p, warm_pool_bytes, h2d_) == CUDA_SUCCESS) d_.cuMemFreeAsync(p, h2d_);
+  if (optional_step(d_.cuMemAllocAsync(&p, warm_pool_bytes, h2d_), "cuMemAllocAsync (the memory pool's warm-up)")) {
+    optional_step(d_.cuMemFreeAsync(p, h2d_), "cuMemFreeAsync (the memory pool's warm-up)");
+  }
+}
+
+bool device::optional_step(CUresult r, const char* call) {
+  if (is_sticky(r)) check(r, call);
+  return r == CUDA_SUCCESS;
 }
 
 device::~device() {
@@ -711,7 +719,11 @@ device::function_info device::function_for(const gpu_kernel_request& r) {
     if (it != functions_.end()) return it->second;
   }
   function_info f;
-  f.fn = static_cast<CUfunction>(r.resolve(r.entry));  // a runtime API call in the nvcc file, this context current
+  try {
+    f.fn = static_cast<CUfunction>(r.resolve(r.entry));  // a runtime API call in the nvcc file, this context current
+  } catch (const cuda_error& e) {  // (it cannot name the place)
+    throw cuda_error(e.code(), std::string(e.what()) + " (on " + where() + ")");
+  }
   int v = 0;
   check(d_.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f.fn), "cuFuncGetAttribute");
   f.limits.max_threads_per_block = v;
@@ -925,7 +937,12 @@ void device::launch(gpu_kernel_request& r) {
     if (queued_constant) cross(queue, s, take_event());
     if (constant_at != unstaged) {
       constant_lock.lock();
-      const auto c = reinterpret_cast<CUdeviceptr>(r.constant_symbol());
+      CUdeviceptr c = 0;
+      try {
+        c = reinterpret_cast<CUdeviceptr>(r.constant_symbol());  // a runtime API call in the nvcc file
+      } catch (const cuda_error& e) {
+        throw cuda_error(e.code(), std::string(e.what()) + " (on " + where() + ")");
+      }
       check(d_.cuMemcpyHtoDAsync(c, block.data + constant_at, r.constant.size(), s), "cuMemcpyHtoDAsync (constant)");
       enqueued = true;
     }

@@ -110,6 +110,11 @@ class device final : public dma_engine, public host_memory {
   /// Park until everything issued to the queue so far has ended.
   void queue_drain(int q);
 
+  /// A set-up step whose failure only loses an optimisation (the memory pool's warm-up, peer access): whether it
+  /// succeeded. A sticky error (the context is gone) is no optimisation lost: it fails the set-up as check() does,
+  /// naming the call, rather than leaving a dead GPU to be announced and blamed on the run's first call.
+  bool optional_step(CUresult r, const char* call);
+
   // dma_engine (the spooler, and the direct copies)
   marker h2d(std::uintptr_t dst, const void* src, std::size_t n) override;
   marker d2h(void* dst, std::uintptr_t src, std::size_t n) override;

@@ -479,6 +479,101 @@ TEST(KernelCheck, DifferentCollectivesAtOneBarrierAndEndedLanesAreReported) {
   });
 }
 
+// A plain access races with an atomic one of another thread (on a GPU the plain store or load is not ordered with
+// the atomic read-modify-write): a histogram zeroed without a barrier before its atomic counts, read without one
+// after them, is reported; atomic counts alone, and a thread's plain access to its own element, are not.
+TEST(KernelCheck, PlainAccessesRaceWithAtomicOnes) {
+  checking([] {
+    const auto zero_then_count = reports(apgas::cuda_kernel(apgas::grid{1, 64}, apgas::shared_uninit<unsigned>(4),
+                                                            [](apgas::clocked_thread t, apgas::shared_span<unsigned> h) {
+      if (t.thread() < 4) h[static_cast<std::size_t>(t.thread())] = 0;  // no barrier before the counts
+      apgas::atomic_add(h, static_cast<std::size_t>(t.thread() % 4), 1u);
+    }));
+    ASSERT_EQ(zero_then_count.size(), 1u);
+    expect_mentions(zero_then_count[0], {"data race on shared array 0", "between two barriers"});
+    const auto read_without_barrier = reports(apgas::cuda_kernel(apgas::grid{1, 64}, apgas::shared<unsigned>(1),
+                                              [](apgas::thread_block b, apgas::shared_span<unsigned> h) {
+      b.for_threads([&](apgas::thread_index t) {
+        apgas::atomic_add(h, 0, 1u);
+        if (t.linear == 63) (void)h[0];  // the total, read before the others' adds are sure to be done
+      });
+    }));
+    ASSERT_EQ(read_without_barrier.size(), 1u);
+    expect_mentions(read_without_barrier[0], {"data race on shared array 0"});
+    const auto correct = reports(apgas::cuda_kernel(apgas::grid{2, 64}, apgas::shared_uninit<unsigned>(4),
+                                                    [](apgas::clocked_thread t, apgas::shared_span<unsigned> h) {
+      const auto me = static_cast<std::size_t>(t.thread());
+      if (me < 4) h[me] = 0;
+      t.advance();
+      apgas::atomic_add(h, me % 4, 1u);
+      apgas::atomic_add(h[me % 4], 1u);  // the other form: the element by reference
+      t.advance();
+      if (me < 4 && h[me] != 32) throw std::runtime_error("wrong count");
+    }));
+    EXPECT_TRUE(correct.empty()) << correct.front();
+  });
+}
+
+// A warp shuffle that reads a lane past the block's last thread (blocks of 48 threads: the second warp has 16 lanes)
+// is undefined on a GPU: reported; a ballot, where such a lane counts false on a GPU too, is not. Without the
+// checking mode the shuffle gives the caller's own value.
+TEST(KernelCheck, AShuffleReadingALaneThatDoesNotExistIsReported) {
+  checking([] {
+    const auto r = reports(apgas::cuda_kernel(apgas::grid{1, 48}, [](apgas::clocked_thread t) {
+      (void)t.shfl_down(t.thread(), 16);
+    }));
+    ASSERT_EQ(r.size(), 1u);
+    expect_mentions(r[0], {"found 1 problem(s)", "a warp shuffle of thread 32 reads lane 16 of its warp, which does "
+                                                 "not exist (the block has 48 threads; its last warp 16 lanes)"});
+    const auto vote = reports(apgas::cuda_kernel(apgas::grid{1, 48}, [](apgas::clocked_thread t) {
+      if (t.ballot(true) != (t.thread() < 32 ? 0xffffffffu : 0xffffu)) throw std::runtime_error("wrong ballot");
+    }));
+    EXPECT_TRUE(vote.empty()) << vote.front();
+  });
+  checking(
+      [] {
+        std::vector<int> got(48);
+        int* out = got.data();
+        apgas::at(apgas::here(), apgas::cuda_kernel(apgas::grid{1, 48}, [=](apgas::clocked_thread t) {
+          out[t.thread()] = t.shfl_down(t.thread(), 16);
+        }));
+        EXPECT_EQ(got[0], 16);
+        EXPECT_EQ(got[32], 32);  // its own value
+      },
+      false);
+}
+
+// A per_thread value (and a block scan's result) is the calling thread's own on a GPU, whatever index names it: an
+// index of another thread, or one used outside for_threads, is reported.
+TEST(KernelCheck, APerThreadValueOfAnotherThreadIsReported) {
+  checking([] {
+    std::vector<int> sums(2);
+    int* out = sums.data();
+    const auto last = reports(apgas::cuda_kernel(apgas::grid{2, 64}, [=](apgas::thread_block b) {
+      const auto s = b.inclusive_scan([](apgas::thread_index) { return 1; }, apgas::plus{});
+      b.single([&] { out[b.block()] = s[apgas::thread_index{63, 0, 0, 63}]; });  // on a GPU thread 0 reads its own
+    }));
+    ASSERT_EQ(last.size(), 2u);
+    expect_mentions(last[0], {"per_thread value of thread 63 read by thread 0", "block 0"});
+    const auto neighbour = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [=](apgas::thread_block b) {
+      auto v = b.per_thread<int>(0);
+      b.for_threads([&](apgas::thread_index t) { v[t] = t.linear; });
+      b.sync();
+      b.for_threads([&](apgas::thread_index t) {
+        if (t.linear > 0) (void)v[apgas::thread_index{t.x - 1, 0, 0, t.linear - 1}];  // the neighbour's
+      });
+    }));
+    ASSERT_EQ(neighbour.size(), 1u);
+    expect_mentions(neighbour[0], {"per_thread value of thread 0 read by thread 1"});
+    const auto own = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [=](apgas::thread_block b) {
+      auto v = b.per_thread<int>(1);
+      const auto s = b.exclusive_scan([&](apgas::thread_index t) { return v[t]; }, 0, apgas::plus{});
+      b.for_threads([&](apgas::thread_index t) { v[t] += s[t]; });
+    }));
+    EXPECT_TRUE(own.empty()) << own.front();
+  });
+}
+
 // The threads of a clocked block share their OS thread's C++ exception-handling state: a barrier reached inside a
 // catch handler (advance, a block collective, a warp operation), or from a destructor while an exception unwinds,
 // fails the block with kernel_check_error, checking mode or not, and its threads unwind. (It used to switch with the

@@ -946,6 +946,44 @@ TEST_F(FakeGpu, AFaultingKernelKillsItsPlaceAndItsFinishGetsIt) {
   fake().reset();
 }
 
+// The CUDA runtime calls of a kernel's nvcc file (its CUfunction, the address of its constant buffer) fail with an
+// error that cannot name the place: the backend adds it (a job of many hosts, one with a bad driver).
+TEST_F(FakeGpu, ARuntimeCallOfTheKernelsFileThatFailsNamesTheGpuPlace) {
+  static const char entry_f = 'f', entry_g = 'g';
+  run_gpu(fresh_gpu_config(), [] {  // a fresh accelerator: the kernels are new to it
+    const place g(1);
+    const auto message = [&](hand_made_kernel& k) {
+      std::string what;
+      try {
+        apgas::finish([&] { apgas::detail::gpu_launch(g, k.r); });
+      } catch (const apgas::cuda_error& e) {
+        what = e.what();
+      } catch (const apgas::multiple_exceptions& m) {
+        for (const auto& e : m.of_type<apgas::cuda_error>()) what += e->what();
+      }
+      return what;
+    };
+    hand_made_kernel lookup(&entry_f);
+    lookup.r.resolve = [](const void*) -> void* {
+      throw apgas::cuda_error(35, "apgas: cudaGetFuncBySymbol: cudaErrorInsufficientDriver (...)");
+    };
+    const std::string a = message(lookup);
+    EXPECT_NE(a.find("cudaGetFuncBySymbol: cudaErrorInsufficientDriver (...) (on GPU place 1 (device 0))"),
+              std::string::npos)
+        << a;
+    hand_made_kernel constant(&entry_g);
+    const std::vector<std::uint8_t> data(16, 1);
+    constant.r.constant = std::as_bytes(std::span<const std::uint8_t>(data));
+    constant.r.constant_symbol = []() -> void* {
+      throw apgas::cuda_error(35, "apgas: cudaGetSymbolAddress (constant buffer): cudaErrorInsufficientDriver");
+    };
+    const std::string c = message(constant);
+    EXPECT_NE(c.find("(constant buffer): cudaErrorInsufficientDriver (on GPU place 1 (device 0))"), std::string::npos)
+        << c;
+    apgas::at(place(0), [] {});  // (the run goes on)
+  });
+}
+
 // Two launches of one kernel with different amounts (> 48 KiB) of dynamic shared memory, at the same time: each
 // must run. The fake makes the first launch's cuFuncSetAttribute (100 KiB) sleep after it took effect; the second
 // launch (60 KiB) comes in meanwhile.

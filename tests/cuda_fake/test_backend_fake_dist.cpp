@@ -296,11 +296,19 @@ TEST(FakeGpuDistUneven, AGpuOneHostLacksStopsEveryHost) {
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(rc, 2);
   EXPECT_FALSE(ran);
+  // Each line names its host place (with untagged launcher output a reader could not tell them apart).
+  std::string lacking;
+  for (std::size_t h = 0; h < per_host.size(); ++h) {
+    if (per_host[h] < 2) lacking += (lacking.empty() ? "" : ", ") + std::to_string(h);
+  }
   if (per_host[me] < 2) {
+    EXPECT_TRUE(contains(err, "apgas: host place " + std::to_string(me) + " (")) << err;
     EXPECT_TRUE(contains(err, "APGAS_GPUS='1'")) << err;
     EXPECT_TRUE(contains(err, "GPU 1 does not exist")) << err;
   } else {
-    EXPECT_TRUE(contains(err, "the GPU set-up failed at another host place")) << err;
+    EXPECT_TRUE(contains(err, "start-up stopped at host place " + std::to_string(me) +
+                                  ": the GPU set-up failed at host place " + lacking))
+        << err;
   }
   run_everywhere([] { EXPECT_EQ(apgas::num_hosts(), 2); });
 }

@@ -186,9 +186,11 @@ inline void warp_ops(apgas::place p) {
   apgas::at(p, apgas::cuda_kernel(apgas::grid{1, threads}, [=] APGAS_KERNEL (apgas::clocked_thread t) {
     const int me = t.thread();
     int* o = out.data() + me * outs;
-    const int v = me * 10;
-    o[0] = t.shfl(v, 3);            // lane 3 of the warp
-    o[1] = t.shfl_down(v, 1);       // next lane (own value past the warp's end)
+    const int v = me * 10, active = t.threads() - (me - t.lane()) < 32 ? t.threads() - (me - t.lane()) : 32;
+    o[0] = t.shfl(v, 3);  // lane 3 of the warp
+    // The next lane (own value past the warp's end); in the last warp, of 6 lanes, the last reads itself: a lane past
+    // the block's last thread gives anything on a GPU (the checking mode reports it).
+    o[1] = t.shfl_down(v, t.lane() + 1 < active || active == 32 ? 1 : 0);
     o[2] = t.shfl_up(v, 2);         // two lanes back (own value before lane 0)
     o[3] = t.shfl_xor(v, 1);        // the pair partner
     o[4] = static_cast<int>(t.ballot(me % 2 == 0));
@@ -202,11 +204,7 @@ inline void warp_ops(apgas::place p) {
     if (active > 3) {
       EXPECT_EQ(o[0], (base + 3) * 10) << me;
     }
-    if (lane + 1 < active) {
-      EXPECT_EQ(o[1], (me + 1) * 10) << me;
-    } else if (active == 32) {
-      EXPECT_EQ(o[1], me * 10) << me;
-    }
+    EXPECT_EQ(o[1], lane + 1 < active ? (me + 1) * 10 : me * 10) << me;
     EXPECT_EQ(o[2], lane >= 2 ? (me - 2) * 10 : me * 10) << me;
     if ((lane ^ 1) < active) {
       EXPECT_EQ(o[3], (me ^ 1) * 10) << me;

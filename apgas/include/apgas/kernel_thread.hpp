@@ -195,7 +195,7 @@ void* cpu_block_slot(void* self, std::size_t bytes) noexcept;
 const void* cpu_block_slot_of(void* self, int t) noexcept;
 /// The same for a warp operation (cpu_barrier kind 1: a barrier of the calling thread's warp only).
 void* cpu_warp_slot(void* self, std::size_t bytes) noexcept;
-const void* cpu_warp_slot_of(void* self, int lane) noexcept;
+const void* cpu_warp_slot_of(void* self, int lane, bool shuffle = false) noexcept;
 /// Block-level bodies on a CPU place: per-block scratch memory (valid until the block ends) and the checking hooks.
 void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align);
 void cpu_block_sync(void* block);
@@ -226,6 +226,9 @@ inline void cpu_block_release(void* block, cpu_arena_mark m) noexcept {
   h->arena_used = m.used;
 }
 void cpu_block_set_thread(void* block, int t) noexcept;
+/// Checking mode, block-level bodies: a per_thread value of thread t is accessed (reported unless t is the thread
+/// whose code runs).
+void cpu_per_thread_index(void* block, int t) noexcept;
 /// Checking mode, block-level bodies: the per-thread code of `what` (for_threads, for_threads_in, single, a
 /// collective's function, stage's copy) starts; reported when that is inside another's per-thread code (a GPU runs
 /// it from each thread: for_threads there is one call, a collective or single a barrier). The block's state — whose
@@ -748,7 +751,8 @@ class clocked_thread : public thread_handle {
   }
 
   // ---- warp operations (every existing lane of the warp takes part; CUDA's *_sync forms with a full mask) ----
-  /// The value of lane `src` (mod 32) of the warp; a lane that does not exist gives the caller's own value.
+  /// The value of lane `src` (mod 32) of the warp. On a CPU place a lane that does not exist (past the block's last
+  /// thread) gives the caller's own value, which the checking mode reports: on a GPU it is undefined.
   template <class T>
   APGAS_DETAIL_HD T shfl(const T& v, int src) const {
 #if defined(__CUDA_ARCH__)
@@ -828,7 +832,7 @@ class clocked_thread : public thread_handle {
     (void)detail::cpu_barrier(cpu_, 1);
     T r = v;
     if (src >= 0 && src < warp_size) {
-      const void* s = detail::cpu_warp_slot_of(cpu_, src);
+      const void* s = detail::cpu_warp_slot_of(cpu_, src, true);
       if (s != nullptr) std::memcpy(&r, s, sizeof(T));
     }
     return r;
@@ -862,15 +866,23 @@ struct thread_index {
 
 namespace detail {
 /// Per-thread storage of a block-level body: on a CPU place an array with one element per thread of the block.
-template <class T>
+/// Checked (APGAS_KERNEL_CHECKS): the checking mode reports an index that is not the calling thread's own (a GPU
+/// gives the caller's own value whatever the index names).
+template <class T, bool Checked = APGAS_KERNEL_CHECKS != 0>
 class per_thread_cpu {
  public:
-  explicit per_thread_cpu(T* p) noexcept : p_(p) {}
-  T& operator[](thread_index t) const noexcept { return p_[t.linear]; }
+  per_thread_cpu(T* p, void* block) noexcept : p_(p), block_(block) {}
+  T& operator[](thread_index t) const noexcept {
+    if constexpr (Checked) {
+      if (cpu_block_checking(block_)) cpu_per_thread_index(block_, t.linear);
+    }
+    return p_[t.linear];
+  }
   T* data() const noexcept { return p_; }
 
  private:
   T* p_;
+  void* block_;
 };
 /// On a GPU: the thread's own value (registers); the index is the calling thread's own.
 template <class T>
@@ -1075,7 +1087,7 @@ class thread_block {
     static_assert(std::is_trivially_copyable_v<T>, "apgas::thread_block::per_thread: T must be trivially copyable");
     T* p = static_cast<T*>(detail::cpu_block_alloc(cpu_, sizeof(T) * static_cast<std::size_t>(threads()), alignof(T)));
     for (int i = 0; i < threads(); ++i) p[i] = init;
-    return detail::per_thread_cpu<T>(p);
+    return detail::per_thread_cpu<T>(p, cpu_);
 #endif
   }
   /// N values per thread that survive sync(), indexed [k][t] (k < N): N registers of each thread on a GPU (CUDA's
@@ -1183,7 +1195,7 @@ class thread_block {
     T* v = scan_values(f, "inclusive_scan");
     detail::tree_scan(v, threads(), op);
     collective_barrier();
-    return detail::per_thread_cpu<T>(v);
+    return detail::per_thread_cpu<T>(v, cpu_);
 #endif
   }
   template <class F, class T, class Op>
@@ -1200,7 +1212,7 @@ class thread_block {
     for (int i = threads() - 1; i > 0; --i) v[i] = op(init, v[i - 1]);
     v[0] = init;
     collective_barrier();
-    return detail::per_thread_cpu<T>(v);
+    return detail::per_thread_cpu<T>(v, cpu_);
 #endif
   }
 
@@ -1297,7 +1309,8 @@ class thread_block {
 // CUDA's built-in index variables do not exist outside nvcc: a kernel body ported with threadIdx.x left in it gets a
 // compile-time error that names what to write instead (the deleted conversion below names it), rather than
 // "'threadIdx' was not declared". (In files compiled by nvcc, threadIdx in a body's host code fails at link time:
-// "undefined reference to __device_builtin_variable_threadIdx"; docs/porting.md has the same table.)
+// "undefined reference to __device_builtin_variable_threadIdx"; docs/porting.md has the same table.) __syncthreads()
+// alike.
 namespace apgas::detail {
 struct cuda_builtin_index_in_a_kernel_body_use_t_thread_idx_block_idx_block_dim_grid_dim_instead {
   operator int() const = delete;
@@ -1310,5 +1323,14 @@ struct cuda_builtin_index {
 };
 }  // namespace apgas::detail
 [[maybe_unused]] inline constexpr apgas::detail::cuda_builtin_index threadIdx{}, blockIdx{}, blockDim{}, gridDim{};
+// The same for CUDA's block barrier: the deleted function's parameter names what to write.
+namespace apgas::detail {
+struct cuda_syncthreads_in_a_kernel_body_use_t_advance_in_a_clocked_body_or_b_sync_in_a_block_level_body {};
+}  // namespace apgas::detail
+#if !defined(__syncthreads)
+void __syncthreads(
+    apgas::detail::cuda_syncthreads_in_a_kernel_body_use_t_advance_in_a_clocked_body_or_b_sync_in_a_block_level_body =
+        {}) = delete;
+#endif
 #endif
 #pragma GCC visibility pop

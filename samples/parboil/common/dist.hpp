@@ -184,19 +184,42 @@ std::vector<slab<T>> make_slabs(long long n, bool cpu, long long halo, long long
   return slabs;
 }
 
-/// After a step that wrote every slab's b: b becomes a, and each slab's halo items in a are brought from its
-/// neighbours (with `exchange`; not after the last step).
-template <class T>
-void next_step(std::vector<slab<T>>& slabs, long long halo, long long unit, bool exchange) {
-  for (auto& s : slabs) std::swap(s.a, s.b);
-  apgas::finish([&] {
-    for (std::size_t i = 0; i + 1 < slabs.size() && exchange; ++i) {
-      const slab<T>&lo = slabs[i], &hi = slabs[i + 1];
-      const long long cut = lo.p.hi, up = std::min(cut + halo, hi.end) - cut;
-      apgas::async_copy(lo.a, (cut - halo - lo.base) * unit, hi.a, (cut - halo - hi.base) * unit, halo * unit);
-      apgas::async_copy(hi.a, (cut - hi.base) * unit, lo.a, (cut - lo.base) * unit, up * unit);
-    }
-  });
+/// `steps` steps over the slabs of make_slabs (halos of `halo` items of `unit` elements): step(q, s) issues slab
+/// s's step on q, an in-order queue at its place, reading s.a and writing s.b's items [s.p.lo, s.p.hi) that the
+/// step changes; on q after it, the slab's edge items go into the halos of its neighbours' b (not after the last
+/// step), and b becomes a. One slab: every step issued at once under one finish (no host round trip between them);
+/// several: a finish per step, so that the halos have landed before the next step reads them. step is copied to the
+/// hosts: it captures values.
+template <class T, class F>
+void run_steps(std::vector<slab<T>>& slabs, int steps, long long halo, long long unit, F step) {
+  const auto swap_all = [&] {
+    for (auto& s : slabs) std::swap(s.a, s.b);
+  };
+  if (slabs.size() == 1) {
+    apgas::finish([&] {
+      auto q = apgas::in_order(slabs[0].p.at);
+      for (int i = 0; i < steps; ++i, swap_all()) step(q, slabs[0]);
+    });
+    return;
+  }
+  for (int i = 0; i < steps; ++i, swap_all()) {
+    apgas::finish([&] {
+      for (std::size_t k = 0; k < slabs.size(); ++k) {
+        const slab<T> s = slabs[k], lo = k > 0 ? slabs[k - 1] : s, hi = k + 1 < slabs.size() ? slabs[k + 1] : s;
+        const bool exchange = i + 1 < steps, up = k + 1 < slabs.size();
+        apgas::async_at(s.p.at.parent(), [=] {
+          auto q = apgas::in_order(s.p.at);
+          step(q, s);
+          if (exchange && k > 0) {  // items [lo, lo + halo): the halo above the slab below
+            q.async_copy(s.b, (s.p.lo - s.base) * unit, lo.b, (s.p.lo - lo.base) * unit, (lo.end - s.p.lo) * unit);
+          }
+          if (exchange && up) {  // items [hi - halo, hi): the halo below the slab above
+            q.async_copy(s.b, (s.p.hi - halo - s.base) * unit, hi.b, (s.p.hi - halo - hi.base) * unit, halo * unit);
+          }
+        });
+      }
+    });
+  }
 }
 
 /// Every slab's items from its a into dst (an array at place 0), and the slabs' arrays freed; `other` is the array

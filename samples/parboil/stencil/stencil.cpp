@@ -1,13 +1,13 @@
 // apgas_parboil_stencil: Parboil's stencil (7-point Jacobi, ping-pong, boundary kept) on the GPU places of every
-// host, or on the CPU places of the hosts without GPUs. The interior planes are split into z-slabs over every
-// computing place of the run (each host's GPUs, or the host itself); a slab keeps one halo plane on each side, which
-// its neighbours refresh with async_copy after every sweep. A place's sweep and halo copies go in line on an in-order
-// queue: with one place the sweeps are all issued at once under one finish (no host round trip between them); with
-// several, a finish per sweep makes sure the halos have landed before the next sweep reads them. Input, output and
-// the check: stencil.hpp.
+// host, or on the CPU places of the hosts without GPUs. The volume is split into z-slabs over every computing place of
+// the run (each host's GPUs, or the host itself; dist.hpp); a slab keeps one halo plane on each side, which its
+// neighbours refresh with async_copy after every sweep, in line with the sweep on an in-order queue: with one place
+// the sweeps are all issued at once under one finish (no host round trip between them); with several, a finish per
+// sweep makes sure the halos have landed before the next sweep reads them. The slab at place 0's CPU place works in
+// place 0's own volumes. Input, output and the check: stencil.hpp.
 #include "stencil.hpp"
 
-#include "parboil_apgas.hpp"
+#include "dist.hpp"
 
 #include <algorithm>
 #include <type_traits>
@@ -79,27 +79,18 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
   x0 + 2 * tx <= nx && y0 + ty <= ny ? walk(std::true_type{}) : walk(std::false_type{});
 }
 
-// A slab: interior planes [z0, z1) of the volume at place p, held with one plane on each side in two volumes.
-struct slab {
-  apgas::place p;
-  int z0 = 0, z1 = 0;
-  apgas::remote_array<float> v[2];
-};
-
-// Sweep `it` of slab me, in line on q (at me.p): the kernel, then its first and last planes into the halos of its
-// neighbours lo and hi (where they exist). Blocks of (32, 4) threads on a GPU (Parboil's), of (tx, 4) with 2tx a whole
-// row (at most 512) on a CPU place, where a block walking z then reads whole rows.
-void sweep(apgas::in_order_queue& q, const slab& me, const slab& lo, const slab& hi, int it, int nx, int ny) {
-  const int tx = q.where().is_cuda() ? 32 : std::min(256, (nx + 31) / 32 * 16), nz = me.z1 - me.z0 + 2;
-  const std::size_t plane = std::size_t(nx) * ny;
-  const auto in = me.v[it % 2], out = me.v[1 - it % 2];
+// A sweep of a slab (planes in, out: nz of them, with their halos), on q: blocks of (32, 4) threads on a GPU
+// (Parboil's), of (tx, 4) with 2tx a whole row (at most 512) on a CPU place, where a block walking z then reads whole
+// rows. A slab of fewer than 3 planes holds only faces of the volume, which keep their values.
+void sweep(apgas::in_order_queue& q, apgas::remote_array<float> in, apgas::remote_array<float> out, int nx, int ny,
+           int nz) {
+  const int tx = q.where().is_cuda() ? 32 : std::min(256, (nx + 31) / 32 * 16);
+  if (nz < 3) return;
   q.async(apgas::cuda_kernel(apgas::grid{{(nx + 2 * tx - 1) / (2 * tx), (ny + ty - 1) / ty}, {tx, ty}},
                              apgas::shared_uninit<float>(4 * (ty + 2) * (2 * tx + 2)),
                              [=] APGAS_KERNEL(apgas::thread_block b, apgas::shared_span<float> sh) {
                                block2d_hybrid_coarsen_x(b, sh, in.data(), out.data(), nx, ny, nz);
                              }));
-  if (lo.z1 > lo.z0) q.async_copy(out, plane, lo.v[1 - it % 2], (lo.z1 - lo.z0 + 1) * plane, plane);
-  if (hi.z1 > hi.z0) q.async_copy(out, (nz - 2) * plane, hi.v[1 - it % 2], 0, plane);
 }
 
 }  // namespace
@@ -109,54 +100,19 @@ int main(int argc, char** argv) {
   return parboil::main(argc, argv, prog, usage.c_str(), {"small", "default", "h100"}, [&](const parboil::options& o) {
     const auto in = stencil::start(o);
     if (!in) return 0;
-    const int nx = in->nx, ny = in->ny, nz = in->nz, iterations = in->iterations;
-    const std::size_t plane = in->plane();
-    const std::vector<apgas::place> where = parboil::all_compute_places(o.cpu);
-    std::vector<slab> slabs;  // the interior planes over them; the volumes made (and filled) before the timed part
-    for (int s = 0; s < int(where.size()); ++s) {
-      const auto [z0, z1] = parboil::share(nz - 2, s, int(where.size()));
-      if (z1 == z0) continue;
-      slab sl{where[s], 1 + int(z0), 1 + int(z1)};
-      for (auto& v : sl.v) v = apgas::make_remote_array<float>(sl.p, (z1 - z0 + 2) * plane, 0.0f);  // (touched)
-      slabs.push_back(sl);
-    }
-    std::vector<float> result(in->cells());
+    const int nx = in->nx, ny = in->ny;
+    const long long plane = in->plane();
+    const auto v0 = apgas::make_remote_array(apgas::here(), std::span<const float>(in->a));
+    const auto v1 = apgas::make_remote_array<float>(apgas::here(), in->cells(), 0.0f);  // (touched)
     parboil::timer time;
     time.start();
-    apgas::finish([&] {  // each slab's planes, with its halos, into both of its volumes
-      for (const slab& sl : slabs) {
-        for (const auto& v : sl.v) apgas::async_copy(std::span(&in->a[(sl.z0 - 1) * plane], v.size()), v);
-      }
+    auto slabs = dist::make_slabs(in->nz, o.cpu, 1, plane, v0, v1);  // z-slabs, a halo plane each side
+    dist::run_steps(slabs, in->iterations, 1, plane, [=](apgas::in_order_queue& q, const dist::slab<float>& s) {
+      sweep(q, s.a, s.b, nx, ny, int(s.end - s.base));
     });
-    if (slabs.size() == 1) {  // one place: the sweeps in line on one queue, under one finish
-      apgas::finish([&] {
-        auto q = apgas::in_order(slabs[0].p);
-        for (int it = 0; it < iterations; ++it) sweep(q, slabs[0], {}, {}, it, nx, ny);
-      });
-    }
-    for (int it = 0; slabs.size() > 1 && it < iterations; ++it) {  // several: a finish per sweep orders the halos
-      apgas::finish([&] {
-        for (std::size_t s = 0; s < slabs.size(); ++s) {
-          const slab me = slabs[s], lo = s > 0 ? slabs[s - 1] : slab{};
-          const slab hi = s + 1 < slabs.size() ? slabs[s + 1] : slab{};
-          apgas::async_at(me.p.is_cuda() ? me.p.parent() : me.p, [=] {
-            auto q = apgas::in_order(me.p);
-            sweep(q, me, lo, hi, it, nx, ny);
-          });
-        }
-      });
-    }
-    apgas::finish([&] {  // the interior planes back, and the first and last planes of the volume with them
-      for (std::size_t s = 0; s < slabs.size(); ++s) {
-        const int z0 = slabs[s].z0 - (s == 0), z1 = slabs[s].z1 + (s + 1 == slabs.size());
-        apgas::async_copy(slabs[s].v[iterations % 2], (z0 - slabs[s].z0 + 1) * plane,
-                          std::span(&result[z0 * plane], (z1 - z0) * plane));
-      }
-    });
+    const auto result = in->iterations % 2 == 1 ? v1 : v0;
+    dist::gather_slabs(slabs, plane, result, in->iterations % 2 == 1 ? v0 : v1);
     time.stop();
-    for (slab& sl : slabs) {
-      for (auto& v : sl.v) apgas::free_remote_array(v);
-    }
-    return stencil::finish(prog, o, *in, result, time.seconds(), parboil::places_field(o.cpu));
+    return stencil::finish(prog, o, *in, {result.data(), in->cells()}, time.seconds(), parboil::places_field(o.cpu));
   });
 }

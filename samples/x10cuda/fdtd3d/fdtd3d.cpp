@@ -21,10 +21,11 @@ constexpr int r = fdtd3d::radius;
 // planes of the whole volume before going deeper, so the rows a block shares with its neighbours are still in its
 // cache when they read them. The edges keep their values: the work of a few threads, for_threads_in (on a CPU place a
 // loop over those threads only).
-void fd_kernel(apgas::place at, remote_array<float> in, remote_array<float> out, int nx, int ny, int z0, int z1) {
+void fd_kernel(apgas::in_order_queue& q, remote_array<float> in, remote_array<float> out, int nx, int ny, int z0,
+               int z1) {
   int bw = 16, bh = 16, chunks = 1;
-  if (!at.is_cuda()) for (bh = 8, bw = 128, chunks = std::max(1, (z1 - z0 + 31) / 32); nx % bw != 0;) bw -= 8;
-  apgas::at(at, apgas::cuda_kernel(
+  if (!q.where().is_cuda()) for (bh = 8, bw = 128, chunks = std::max(1, (z1 - z0 + 31) / 32); nx % bw != 0;) bw -= 8;
+  q.async(apgas::cuda_kernel(
       apgas::grid{{nx / bw, ny / bh, chunks}, {bw, bh}},
       apgas::constant_from(std::span<const float>(fdtd3d::coefficients)),
       apgas::shared_uninit<float>((bw + 2 * r) * (bh + 2 * r)),
@@ -87,13 +88,10 @@ int main(int argc, char** argv) {
     parboil::timer timer;
     timer.start();
     auto slabs = dist::make_slabs(nz, o.cpu, r, plane, in0, out0);  // z-slabs, both volumes from the input
-    for (int step = 0; step < p->steps; ++step) {
-      dist::for_parts(slabs, [=](const dist::slab<float>& s) {  // its planes; the z faces keep their values
-        const auto z0 = std::max<long long>(s.p.lo, r) - s.base, z1 = std::min<long long>(s.p.hi, nz - r) - s.base;
-        if (z1 > z0) fd_kernel(s.p.at, s.a, s.b, nx, ny, int(z0), int(z1));  // (a slab of face planes only: none)
-      });
-      dist::next_step(slabs, r, plane, step + 1 < p->steps);  // swap the volumes, exchange the halo planes
-    }
+    dist::run_steps(slabs, p->steps, r, plane, [=](apgas::in_order_queue& q, const dist::slab<float>& s) {
+      const auto z0 = std::max<long long>(s.p.lo, r) - s.base, z1 = std::min<long long>(s.p.hi, nz - r) - s.base;
+      if (z1 > z0) fd_kernel(q, s.a, s.b, nx, ny, int(z0), int(z1));  // (a slab of face planes only: none)
+    });  // its planes (the z faces keep their values), then the halo planes to the neighbours
     const auto result = p->steps % 2 == 1 ? out0 : in0;
     dist::gather_slabs(slabs, plane, result, p->steps % 2 == 1 ? in0 : out0);
     timer.stop();
