@@ -49,6 +49,7 @@ struct detector {
   std::unique_ptr<std::atomic<std::uint8_t>[]> heard;  // any traffic from the peer since the last tick
   std::unique_ptr<std::atomic<std::uint8_t>[]> sent;   // any message to the peer since its last heartbeat check
   std::atomic<std::uint8_t> polled{0};                 // this place polled its transport since the last tick
+  std::atomic<std::int64_t> poll_since{0};  // when the poll in progress began (steady clock, ns); 0: none
   std::mutex mutex;
   std::condition_variable cv;
   bool stop = false;
@@ -104,8 +105,8 @@ std::atomic<bool> g_declared{false};
   std::fprintf(stderr, "apgas: place %d: place %d is dead (%s); stopping this place (exit code 3)\n", rank, dead,
                why.c_str());
   if (tell_others && g_dist != nullptr) {
-    for (int p = 0; p < g_dist->size; ++p) {
-      if (p == rank || p == dead) continue;
+    for (int p = 0; p < g_dist->size; ++p) {  // the dead place too: a frozen one that resumes learns why it stops
+      if (p == rank) continue;
       try {
         writer w = message_writer(16);
         w & msg::dead_notice & static_cast<std::int32_t>(dead);
@@ -131,18 +132,60 @@ void run_detector(detector& det) {
   std::vector<double> quiet(n, 0.0);    // seconds since this place last sent the peer anything
   const std::uint64_t my_host = g_peers.empty() ? 0 : g_peers[static_cast<std::size_t>(d.rank)].host;
   auto last = std::chrono::steady_clock::now();
+  std::int64_t stuck_poll = 0;  // the poll in progress at the last tick (its start), and for how long
+  double stuck_s = 0;
+  double paused_s = 0;  // the last long pause of this thread, and when it was seen
+  auto pause_seen = last;
   std::unique_lock lock(det.mutex);
   while (!det.cv.wait_for(lock, tick, [&] { return det.stop; })) {
     const auto now = std::chrono::steady_clock::now();
-    const double step = std::min(std::chrono::duration<double>(now - last).count(), max_step_s);
+    const double slept = std::chrono::duration<double>(now - last).count();
+    const double step = std::min(slept, max_step_s);
     last = now;
+    // A long pause of this thread (the process stopped by SIGSTOP or a debugger, or starved of CPU): if a peer's
+    // process is found ended soon after, it most likely ended because it took this place for dead (this place was
+    // silent meanwhile), and is not named as the dead one.
+    if (slept >= det.timeout_s / 2.0) {
+      paused_s = slept;
+      pause_seen = now;
+    }
+    const bool paused = paused_s > 0 && now - pause_seen < std::chrono::seconds(det.timeout_s);
     const bool polled = det.polled.exchange(0, std::memory_order_acq_rel) != 0;
+    // A poll that has not returned for the timeout: the transport is stuck in a call (Open MPI's tcp transport can
+    // deadlock in itself when a peer dies under it), and no silence is counted while nobody polls: stop, saying so.
+    // Counted in detector steps, as silence is (a process stopped meanwhile is not stuck).
+    if (const std::int64_t since = det.poll_since.load(std::memory_order_acquire); since != 0 && since == stuck_poll) {
+      stuck_s += step;
+      if (stuck_s >= det.timeout_s) {
+        if (g_declared.exchange(true)) continue;
+        std::fprintf(stderr,
+                     "apgas: place %d: its %s transport has been stuck in one call for %.1f s (APGAS_HEARTBEAT_TIMEOUT="
+                     "%d): a peer may have died under it; stopping this place (exit code 3)\n",
+                     d.rank, d.tp->name(), stuck_s, det.timeout_s);
+        obs::emergency_dump("its transport was stuck");
+        std::fflush(stderr);
+        end_process(3);
+      }
+    } else {
+      stuck_poll = since;
+      stuck_s = 0;
+    }
     for (std::size_t p = 0; p < n; ++p) {
       if (static_cast<int>(p) == d.rank) continue;
       // A peer on this host: its process.
       if (!g_peers.empty() && g_peers[p].host == my_host && g_peers[p].pid > 0) {
         bool alive = false;
         const std::uint64_t start = process_start(g_peers[p].pid, alive);
+        if ((!alive || start != g_peers[p].start) && paused && !g_declared.exchange(true)) {
+          std::fprintf(stderr,
+                       "apgas: place %d: this process did not run for %.1f s (stopped, or starved of CPU; "
+                       "APGAS_HEARTBEAT_TIMEOUT=%d), and place %zu has ended meanwhile: the other places took this one "
+                       "for dead; stopping this place (exit code 3)\n",
+                       d.rank, paused_s, det.timeout_s, p);
+          obs::emergency_dump("this process was stopped");
+          std::fflush(stderr);
+          end_process(3);
+        }
         if (!alive || start != g_peers[p].start) {
           declare_dead(d.rank, static_cast<int>(p),
                        "its process " + std::to_string(g_peers[p].pid) + " on this host has ended");
@@ -212,6 +255,18 @@ void stop_on_transport_failure(const std::exception& e, const std::string& what)
 
 void dead_place_reported(int src, int dead) {
   if (g_dist == nullptr) end_process(3, dead);
+  if (dead == g_dist->rank) {  // this place was silent for another's timeout (frozen, or its network cut), and lives
+    if (g_declared.exchange(true)) {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    std::fprintf(stderr,
+                 "apgas: place %d: declared dead by place %d (it heard nothing from this place for its heartbeat "
+                 "timeout: was this process stopped, or its network cut?); stopping this place (exit code 3)\n",
+                 dead, src);
+    obs::emergency_dump("declared dead by another place");
+    std::fflush(stderr);
+    end_process(3);
+  }
   declare_dead(g_dist->rank, dead, "reported by place " + std::to_string(src), false);
 }
 
@@ -300,7 +355,17 @@ void note_sent(int dst) noexcept {
 }
 
 void note_polled() noexcept {
-  if (detector* det = g_detector.load(std::memory_order_acquire)) det->polled.store(1, std::memory_order_relaxed);
+  if (detector* det = g_detector.load(std::memory_order_acquire)) {
+    det->polled.store(1, std::memory_order_relaxed);
+    det->poll_since.store(0, std::memory_order_release);
+  }
+}
+
+void note_poll_start() noexcept {
+  if (detector* det = g_detector.load(std::memory_order_acquire)) {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    det->poll_since.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), std::memory_order_release);
+  }
 }
 
 }  // namespace apgas::detail

@@ -13,12 +13,14 @@
 #include <apgas/transport/transport.hpp>
 
 #include <elf.h>
+#include <signal.h>
 #include <link.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -130,6 +132,7 @@ void handshake(transport::transport& t, int timeout_s) {
 bool poll_hook(void* ctx) {
   auto* d = static_cast<dist_state*>(ctx);
   try {
+    note_poll_start();
     bool progress = d->tp->poll(*d);
     note_polled();
     if (d->large_ready_count.load(std::memory_order_acquire) != 0) {
@@ -146,7 +149,17 @@ bool poll_hook(void* ctx) {
 
 transport::transport& transport_for_run(int connect_timeout_s) {
   auto& t = the_transport();
-  if (!t) t = transport::make_from_env();
+  if (!t) {
+    t = transport::make_from_env();
+    // A write to a peer whose connection is gone (a socket of Open MPI's or libfabric's tcp) raises SIGPIPE, whose
+    // default action ends this process without a word where the failure detector would name the dead peer: ignored
+    // from here on (the transport stays open to the process's end), unless the program handles it itself.
+    struct sigaction old {};
+    if (t->size() > 1 && sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL &&
+        (old.sa_flags & SA_SIGINFO) == 0) {
+      std::signal(SIGPIPE, SIG_IGN);
+    }
+  }
   g_rank.store(t->rank(), std::memory_order_release);
   if (!g_fingerprint_checked) {
     ser::registry::seal();

@@ -267,7 +267,8 @@ void detector_stop();  // stops the thread; the record stays until detector_free
 void detector_free();  // after the workers are gone (dist_finalize)
 void note_heard(int src) noexcept;  // any traffic from src
 void note_sent(int dst) noexcept;   // any message to dst
-void note_polled() noexcept;        // this place polled its transport
+void note_polled() noexcept;        // this place polled its transport (the poll has returned)
+void note_poll_start() noexcept;    // a poll of the transport begins (one poller at a time: the hooks' lock)
 [[noreturn]] void dead_place_reported(int src, int dead);  // a dead_notice arrived: this place stops too
 // The transport failed under this place (`what` says at what, `e` how): the place stops with exit code 3. A
 // transport::peer_error is that peer's death (declare_dead: the others are told, so every place names the same one).

@@ -145,6 +145,13 @@ void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) 
 std::uint32_t run_number() noexcept { return g_run.load(std::memory_order_relaxed); }
 
 void end_process(int code, int dead_peer) noexcept {
+  // What this place printed and had not flushed yet (a survivor's output is often the part that matters) goes out
+  // first, unless another thread holds stdout's lock (it may be stuck writing to a full pipe: no waiting for it).
+  // std::cout writes through stdout unless the program unsynced it (std::ios::sync_with_stdio(false)).
+  if (ftrylockfile(stdout) == 0) {
+    fflush_unlocked(stdout);
+    funlockfile(stdout);
+  }
   transport::before_abrupt_exit(dead_peer);
   std::_Exit(code);
 }

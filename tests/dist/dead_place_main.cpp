@@ -20,6 +20,9 @@
 // With "invalid" the last place's configuration is invalid (nthreads -5): every place must stop at once with exit 2.
 // With "no_endpoint" (ofi) the last place cannot open its libfabric endpoint (FI_PROVIDER names no provider there):
 // every place must stop at once with exit 2, the others naming it (they waited for it until the start-up watchdog).
+// With "pause" the victim stops itself (SIGSTOP) and a child resumes it once the others have taken it for dead and
+// ended: it must say so and stop with 3, not name a survivor whose process it finds ended.
+// Place 0 writes to stdout before the death, no newline: a survivor's output must come out too (it stops at once).
 // Each line the victim prints carries the time (CLOCK_REALTIME), so that the detection time can be measured.
 #include <apgas/apgas.hpp>
 
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   const bool early = argc > 1 && std::strcmp(argv[1], "early") == 0;
   static bool stop = argc > 1 && std::strcmp(argv[1], "stop") == 0;
   static bool exits = argc > 1 && std::strcmp(argv[1], "exit") == 0;
+  static bool pauses = argc > 1 && std::strcmp(argv[1], "pause") == 0;
   if (argc > 1 && std::strcmp(argv[1], "shutdown") == 0) {
     const int rc = apgas::run(argc, argv, [] {
       apgas::finish([] {
@@ -127,6 +131,7 @@ int main(int argc, char** argv) {
     apgas::finish([] {
       for (const apgas::place& p : apgas::places()) apgas::async_at(p, [] { list_shm_regions(); });
     });
+    std::printf("dead_place_main: place 0's words before the death");  // (no newline: in stdout's buffer)
     apgas::finish([victim] {
       // Every other place is busy too (a remote at that waits for the victim): nobody may hang.
       for (int p = 1; p < victim; ++p) {
@@ -151,6 +156,17 @@ int main(int argc, char** argv) {
             ::kill(me, SIGKILL);
             std::_Exit(0);
           }
+          for (;;) ::pause();
+        }
+        if (pauses) {  // stopped (SIGSTOP), and resumed by a child once the others have ended
+          const pid_t me = ::getpid();
+          if (::fork() == 0) {
+            const char* t = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
+            ::sleep(static_cast<unsigned>(t != nullptr ? std::atoi(t) : 5) + 3);
+            ::kill(me, SIGCONT);
+            std::_Exit(0);
+          }
+          ::kill(me, SIGSTOP);
           for (;;) ::pause();
         }
         std::fprintf(stderr, "dead_place_main: place %d dies at %.6f\n", apgas::here().id(), now_s());

@@ -5,6 +5,7 @@
 
 #include <apgas/apgas.hpp>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
@@ -45,6 +46,19 @@ TEST(Remote, TheTreeHasOneHostPerProcess) {
     for (apgas::place p : apgas::places()) {
       EXPECT_TRUE(p.is_host());
       EXPECT_EQ(apgas::at(p, [] { return apgas::here().id(); }), p.id());
+    }
+  });
+}
+
+// A write to a peer's closed connection raises SIGPIPE, whose default action ended a survivor of a peer's death
+// without a word: with several processes the runtime ignores it at every place.
+TEST(Remote, SigpipeIsIgnoredAtEveryPlace) {
+  run_everywhere([] {
+    for (apgas::place p : apgas::places()) {
+      EXPECT_TRUE(apgas::at(p, [] {
+        struct sigaction now {};
+        return sigaction(SIGPIPE, nullptr, &now) == 0 && now.sa_handler == SIG_IGN;
+      })) << "place " << p.id();
     }
   });
 }

@@ -11,12 +11,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -109,13 +111,15 @@ namespace {
 // (collectives still work, as a launcher's bootstrap would). Used by tests of the start-up handshake.
 // With die_at_barrier:R:K (tests of shut-down) rank R sends as usual but is killed (SIGKILL) when it enters its K-th
 // barrier instead. With fail_send:R:K (tests of a failing transport) rank R's K-th message of more than one byte
-// (send(), not the bulk path) throws transport_error, as a backend whose send failed would.
+// (send(), not the bulk path) throws transport_error, as a backend whose send failed would. With stuck_poll:R:K rank
+// R's K-th poll never returns, as a backend deadlocked in a call (Open MPI's tcp transport, a peer dying under it).
 class mute_shim final : public transport {
  public:
   mute_shim(std::unique_ptr<transport> inner, int muted, shim_fault fault, int k)
       : inner_(std::move(inner)), muted_(muted == inner_->rank() && fault == shim_fault::mute),
         die_at_(muted == inner_->rank() && fault == shim_fault::die_at_barrier ? k : 0),
-        fail_at_(muted == inner_->rank() && fault == shim_fault::fail_send ? k : 0) {}
+        fail_at_(muted == inner_->rank() && fault == shim_fault::fail_send ? k : 0),
+        stuck_at_(muted == inner_->rank() && fault == shim_fault::stuck_poll ? k : 0) {}
   const char* name() const noexcept override { return inner_->name(); }
   int rank() const noexcept override { return inner_->rank(); }
   int size() const noexcept override { return inner_->size(); }
@@ -128,7 +132,14 @@ class mute_shim final : public transport {
     }
     if (!muted_) inner_->send(dst, std::move(bytes));
   }
-  bool poll(handler& h) override { return inner_->poll(h); }
+  bool poll(handler& h) override {
+    if (stuck_at_ > 0 && polls_.fetch_add(1, std::memory_order_relaxed) + 1 == stuck_at_) {
+      std::fprintf(stderr, "apgas transport shim: rank %d is stuck in its poll %d\n", rank(), stuck_at_);
+      std::fflush(stderr);
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    return inner_->poll(h);
+  }
   std::uint32_t next_bulk_tag(int dst) noexcept override { return inner_->next_bulk_tag(dst); }
   void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
     if (!muted_) inner_->send_bulk(dst, tag, payload);
@@ -151,7 +162,9 @@ class mute_shim final : public transport {
   bool muted_;
   int die_at_;
   int fail_at_;
+  int stuck_at_;
   int barriers_ = 0;
+  std::atomic<long long> polls_{0};
   std::atomic<long long> sends_{0};  // (sends come from several threads)
 };
 }  // namespace
