@@ -266,7 +266,7 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
       case msg::dead_notice: {
         std::int32_t dead = 0;
         r & dead;
-        if (dead >= 0 && dead < size && dead != rank) dead_place_reported(src, dead);
+        if (dead >= 0 && dead < size) dead_place_reported(src, dead);  // (this place itself: see there)
         break;
       }
       case msg::bulk_put: deliver_put(src, r); break;

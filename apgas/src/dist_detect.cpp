@@ -14,6 +14,7 @@
 // finishes that wait for it (dead_place_exception); the detection stays as it is.
 #include "dist_state.hpp"
 #include "runtime.hpp"
+#include "scheduler.hpp"  // poll_progress
 
 #include "obs.hpp"
 
@@ -187,6 +188,12 @@ void run_detector(detector& det) {
           end_process(3);
         }
         if (!alive || start != g_peers[p].start) {
+          // That peer may have ended because it found another place dead, and told this one (dead_notice) before
+          // it did: if no worker polled since the last tick (all computing), the notice waits in the transport,
+          // maybe behind other messages. Taken here first, for up to 100 ms (its handler stops this place, naming
+          // the place the notice names; the transport's poll delivers from any thread).
+          const auto until = now + std::chrono::milliseconds(100);
+          while (!polled && std::chrono::steady_clock::now() < until) poll_progress();
           declare_dead(d.rank, static_cast<int>(p),
                        "its process " + std::to_string(g_peers[p].pid) + " on this host has ended");
         }

@@ -20,6 +20,8 @@
 // With "invalid" the last place's configuration is invalid (nthreads -5): every place must stop at once with exit 2.
 // With "no_endpoint" (ofi) the last place cannot open its libfabric endpoint (FI_PROVIDER names no provider there):
 // every place must stop at once with exit 2, the others naming it (they waited for it until the start-up watchdog).
+// With "stop_busy" the victim is frozen as with "stop" while place 0's one worker computes without polling: place 1
+// finds the victim dead, tells place 0 and ends; place 0 must name the victim, not place 1 whose process it sees end.
 // With "pause" the victim stops itself (SIGSTOP) and a child resumes it once the others have taken it for dead and
 // ended: it must say so and stop with 3, not name a survivor whose process it finds ended.
 // Place 0 writes to stdout before the death, no newline: a survivor's output must come out too (it stops at once).
@@ -60,7 +62,8 @@ double now_s() {
 
 int main(int argc, char** argv) {
   const bool early = argc > 1 && std::strcmp(argv[1], "early") == 0;
-  static bool stop = argc > 1 && std::strcmp(argv[1], "stop") == 0;
+  static bool busy0 = argc > 1 && std::strcmp(argv[1], "stop_busy") == 0;
+  static bool stop = busy0 || (argc > 1 && std::strcmp(argv[1], "stop") == 0);
   static bool exits = argc > 1 && std::strcmp(argv[1], "exit") == 0;
   static bool pauses = argc > 1 && std::strcmp(argv[1], "pause") == 0;
   if (argc > 1 && std::strcmp(argv[1], "shutdown") == 0) {
@@ -177,6 +180,10 @@ int main(int argc, char** argv) {
         }
         ::kill(::getpid(), SIGKILL);
       });
+      if (busy0) {  // place 0's one worker computes, never polling, while the others find the victim dead
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+        for (volatile long x = 0; std::chrono::steady_clock::now() < end;) x = x + 1;
+      }
     });
   });
   std::printf("apgas::run returned %d: the dead place was not noticed\n", rc);
