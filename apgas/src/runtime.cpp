@@ -296,7 +296,11 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
     const auto& es = m.exceptions();
     std::fprintf(stderr, "apgas: the main activity ended with %zu uncaught exception%s:\n", es.size(),
                  es.size() == 1 ? "" : "s");
-    for (std::size_t i = 0; i < es.size(); ++i) print_exception(es[i], i, es.size());
+    constexpr std::size_t shown = 20;  // (thousands of one kind, e.g. an activity per element, would bury the rest)
+    for (std::size_t i = 0; i < es.size() && i < shown; ++i) print_exception(es[i], i, es.size());
+    if (es.size() > shown) {
+      std::fprintf(stderr, "apgas:   ... and %zu more, not printed (the exception holds them all)\n", es.size() - shown);
+    }
   } catch (...) {
     std::fprintf(stderr, "apgas: the main activity ended with an uncaught exception:\n");
     print_exception(failure, 0, 1);

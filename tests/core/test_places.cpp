@@ -483,6 +483,22 @@ TEST(Places, TheReportOfUncaughtExceptionsDemanglesTypeNames) {
   EXPECT_EQ(err.find("St9bad_alloc"), std::string::npos) << err;
 }
 
+// Thousands of uncaught exceptions: the first 20 are printed, then how many more.
+TEST(Places, TheReportOfManyUncaughtExceptionsStopsAfterTwenty) {
+  testing::internal::CaptureStderr();
+  apgas::config cfg;
+  cfg.nthreads = 2;
+  const int rc = apgas::run(cfg, [] {
+    for (int i = 0; i < 1000; ++i) apgas::async([] { throw std::runtime_error("one of many"); });
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("ended with 1000 uncaught exceptions"), std::string::npos) << err;
+  EXPECT_NE(err.find("[20/1000] std::runtime_error: one of many"), std::string::npos) << err;
+  EXPECT_EQ(err.find("[21/1000]"), std::string::npos) << err;
+  EXPECT_NE(err.find("... and 980 more, not printed"), std::string::npos) << err;
+}
+
 // pinned_allocator is a standard allocator: its memory is aligned for T, page-locked or not (here, without a CUDA
 // driver, it is ordinary memory; it was 64-byte aligned whatever T asked for).
 namespace {

@@ -14,8 +14,8 @@
 /// data landed) and counts in the finish that governs the activity that issued it, like an activity. At a GPU the
 /// queue is a stream of the GPU's own: kernels and copies with page-locked host memory are enqueued on it as they are
 /// issued, with no host round trip between them. An operation that fails (an exception in a block, a launch the GPU
-/// refuses) delivers its exception to its finish; the operations issued after it on the queue are not run — each ends
-/// with illegal_operation_exception naming the failure — since they depend on it. (A kernel that faults on a GPU
+/// refuses) delivers its exception to its finish; the operations issued after it on the queue are not run, since they
+/// depend on it: each finish they count in gets an illegal_operation_exception naming the failure (one for several). (A kernel that faults on a GPU
 /// fails the GPU: the operations after it end with the GPU's error.) The queue object is a handle: copies share the queue; operations go on after the last handle
 /// is gone. A queue belongs to a place of the calling host (its CPU place or one of its GPUs); work for another
 /// host goes there first (e.g. inside at(host, ...)). A queue serves the run (apgas::run) it was made in: kept into a
