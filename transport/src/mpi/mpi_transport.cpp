@@ -82,9 +82,24 @@ class mpi_transport final : public transport {
                             ", apgas needs MPI_THREAD_SERIALIZED (" + std::to_string(MPI_THREAD_SERIALIZED) +
                             "): initialise MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) or let apgas do it");
     }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    check_same_transport("mpi");
-    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    {
+      // The first exchange, on MPI_COMM_WORLD, returns its errors (a peer that started another transport); the
+      // application's handler of MPI_COMM_WORLD is given back after it (apgas works on its duplicate, comm_).
+      struct world_errors_return {
+        MPI_Errhandler app = MPI_ERRHANDLER_NULL;
+        world_errors_return() {
+          MPI_Comm_get_errhandler(MPI_COMM_WORLD, &app);
+          MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        }
+        ~world_errors_return() {
+          if (app == MPI_ERRHANDLER_NULL) return;
+          MPI_Comm_set_errhandler(MPI_COMM_WORLD, app);
+          MPI_Errhandler_free(&app);
+        }
+      } guard;
+      check_same_transport("mpi");
+      check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    }
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
