@@ -50,7 +50,9 @@ struct detector {
   std::unique_ptr<std::atomic<std::uint8_t>[]> heard;  // any traffic from the peer since the last tick
   std::unique_ptr<std::atomic<std::uint8_t>[]> sent;   // any message to the peer since its last heartbeat check
   std::atomic<std::uint8_t> polled{0};                 // this place polled its transport since the last tick
-  std::atomic<std::int64_t> poll_since{0};  // when the poll in progress began (steady clock, ns); 0: none
+  // The poll in progress: a number of polls begun, odd while one runs (one poller at a time: the hooks' lock). Two
+  // relaxed stores a poll, no clock read: polls come back to back on idle workers.
+  std::atomic<std::uint64_t> poll_seq{0};
   std::mutex mutex;
   std::condition_variable cv;
   bool stop = false;
@@ -133,7 +135,7 @@ void run_detector(detector& det) {
   std::vector<double> quiet(n, 0.0);    // seconds since this place last sent the peer anything
   const std::uint64_t my_host = g_peers.empty() ? 0 : g_peers[static_cast<std::size_t>(d.rank)].host;
   auto last = std::chrono::steady_clock::now();
-  std::int64_t stuck_poll = 0;  // the poll in progress at the last tick (its start), and for how long
+  std::uint64_t stuck_poll = 0;  // the poll in progress at the last tick (poll_seq), and for how long
   double stuck_s = 0;
   double paused_s = 0;  // the last long pause of this thread, and when it was seen
   auto pause_seen = last;
@@ -155,7 +157,7 @@ void run_detector(detector& det) {
     // A poll that has not returned for the timeout: the transport is stuck in a call (Open MPI's tcp transport can
     // deadlock in itself when a peer dies under it), and no silence is counted while nobody polls: stop, saying so.
     // Counted in detector steps, as silence is (a process stopped meanwhile is not stuck).
-    if (const std::int64_t since = det.poll_since.load(std::memory_order_acquire); since != 0 && since == stuck_poll) {
+    if (const std::uint64_t seq = det.poll_seq.load(std::memory_order_relaxed); seq % 2 == 1 && seq == stuck_poll) {
       stuck_s += step;
       if (stuck_s >= det.timeout_s) {
         if (g_declared.exchange(true)) continue;
@@ -168,7 +170,7 @@ void run_detector(detector& det) {
         end_process(3);
       }
     } else {
-      stuck_poll = since;
+      stuck_poll = seq;
       stuck_s = 0;
     }
     for (std::size_t p = 0; p < n; ++p) {
@@ -364,14 +366,17 @@ void note_sent(int dst) noexcept {
 void note_polled() noexcept {
   if (detector* det = g_detector.load(std::memory_order_acquire)) {
     det->polled.store(1, std::memory_order_relaxed);
-    det->poll_since.store(0, std::memory_order_release);
+    if (const std::uint64_t seq = det->poll_seq.load(std::memory_order_relaxed); seq % 2 == 1) {
+      det->poll_seq.store(seq + 1, std::memory_order_relaxed);
+    }
   }
 }
 
 void note_poll_start() noexcept {
   if (detector* det = g_detector.load(std::memory_order_acquire)) {
-    const auto now = std::chrono::steady_clock::now().time_since_epoch();
-    det->poll_since.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), std::memory_order_release);
+    if (const std::uint64_t seq = det->poll_seq.load(std::memory_order_relaxed); seq % 2 == 0) {
+      det->poll_seq.store(seq + 1, std::memory_order_relaxed);
+    }
   }
 }
 
