@@ -17,7 +17,7 @@ transport::transport& transport_for_run(int connect_timeout_s);
 std::uint64_t program_fingerprint();
 
 /// Before the workers start. message_piece: config::message_piece (0: the transport's limit).
-void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t message_piece);
+void dist_start(transport::transport& tp, int heartbeat_timeout_s, int connect_timeout_s, std::size_t message_piece);
 /// Start-up (from the transport's creation to the start barrier) must complete within timeout_s, or the process
 /// stops with exit code 3 (a place exited before it); a place on this host found dead stops it at once.
 void startup_watchdog_arm(int timeout_s);

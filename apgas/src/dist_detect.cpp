@@ -47,6 +47,8 @@ std::mutex g_peers_mutex;
 struct detector {
   dist_state* d = nullptr;
   int timeout_s = 0;
+  int stuck_s = 0;  // a poll lasting this long is stuck (not the heartbeat timeout: Open MPI over shared memory
+                    // copies a whole piece of a large message, up to 1 GiB, inside one receive call)
   std::unique_ptr<std::atomic<std::uint8_t>[]> heard;  // any traffic from the peer since the last tick
   std::unique_ptr<std::atomic<std::uint8_t>[]> sent;   // any message to the peer since its last heartbeat check
   std::atomic<std::uint8_t> polled{0};                 // this place polled its transport since the last tick
@@ -108,7 +110,10 @@ std::atomic<bool> g_declared{false};
   std::fprintf(stderr, "apgas: place %d: place %d is dead (%s); stopping this place (exit code 3)\n", rank, dead,
                why.c_str());
   if (tell_others && g_dist != nullptr) {
-    for (int p = 0; p < g_dist->size; ++p) {  // the dead place too: a frozen one that resumes learns why it stops
+    // The dead place too, last (a send to it may fail, or hang in a transport): a frozen one that resumes learns why
+    // it stops.
+    for (int i = 1; i <= g_dist->size; ++i) {
+      const int p = (dead + i) % g_dist->size;
       if (p == rank) continue;
       try {
         writer w = message_writer(16);
@@ -148,23 +153,23 @@ void run_detector(detector& det) {
     // A long pause of this thread (the process stopped by SIGSTOP or a debugger, or starved of CPU): if a peer's
     // process is found ended soon after, it most likely ended because it took this place for dead (this place was
     // silent meanwhile), and is not named as the dead one.
-    if (slept >= det.timeout_s / 2.0) {
+    if (slept >= 0.8 * det.timeout_s) {  // (the others need the timeout of silence, heartbeats a fifth of it apart)
       paused_s = slept;
       pause_seen = now;
     }
     const bool paused = paused_s > 0 && now - pause_seen < std::chrono::seconds(det.timeout_s);
     const bool polled = det.polled.exchange(0, std::memory_order_acq_rel) != 0;
-    // A poll that has not returned for the timeout: the transport is stuck in a call (Open MPI's tcp transport can
-    // deadlock in itself when a peer dies under it), and no silence is counted while nobody polls: stop, saying so.
-    // Counted in detector steps, as silence is (a process stopped meanwhile is not stuck).
+    // A poll that has not returned for APGAS_CONNECT_TIMEOUT: the transport is stuck in a call (Open MPI's tcp
+    // transport can deadlock in itself when a peer dies under it), and no silence is counted while nobody polls:
+    // stop, saying so. Counted in detector steps, as silence is (a process stopped meanwhile is not stuck).
     if (const std::uint64_t seq = det.poll_seq.load(std::memory_order_relaxed); seq % 2 == 1 && seq == stuck_poll) {
       stuck_s += step;
-      if (stuck_s >= det.timeout_s) {
+      if (stuck_s >= det.stuck_s) {
         if (g_declared.exchange(true)) continue;
         std::fprintf(stderr,
-                     "apgas: place %d: its %s transport has been stuck in one call for %.1f s (APGAS_HEARTBEAT_TIMEOUT="
+                     "apgas: place %d: its %s transport has been stuck in one call for %.1f s (APGAS_CONNECT_TIMEOUT="
                      "%d): a peer may have died under it; stopping this place (exit code 3)\n",
-                     d.rank, d.tp->name(), stuck_s, det.timeout_s);
+                     d.rank, d.tp->name(), stuck_s, det.stuck_s);
         obs::emergency_dump("its transport was stuck");
         std::fflush(stderr);
         end_process(3);
@@ -192,10 +197,16 @@ void run_detector(detector& det) {
         if (!alive || start != g_peers[p].start) {
           // That peer may have ended because it found another place dead, and told this one (dead_notice) before
           // it did: if no worker polled since the last tick (all computing), the notice waits in the transport,
-          // maybe behind other messages. Taken here first, for up to 100 ms (its handler stops this place, naming
-          // the place the notice names; the transport's poll delivers from any thread).
-          const auto until = now + std::chrono::milliseconds(100);
-          while (!polled && std::chrono::steady_clock::now() < until) poll_progress();
+          // maybe behind other messages. A thread of its own polls for it for 100 ms (the notice's handler stops
+          // this place, naming the place it names; the transport's poll delivers from any thread), not this one: a
+          // poll may get stuck in the transport, and this thread must still stop the place.
+          if (!polled) {
+            std::thread([] {
+              const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+              while (std::chrono::steady_clock::now() < until) poll_progress();
+            }).detach();
+            std::this_thread::sleep_for(std::chrono::milliseconds(120));
+          }
           declare_dead(d.rank, static_cast<int>(p),
                        "its process " + std::to_string(g_peers[p].pid) + " on this host has ended");
         }
@@ -316,11 +327,12 @@ int dead_local_peer(int rank, std::string& why) {
   return -1;
 }
 
-void detector_start(dist_state& d, int timeout_s) {
+void detector_start(dist_state& d, int timeout_s, int stuck_s) {
   if (d.size < 2 || timeout_s <= 0) return;
   auto* det = new detector;
   det->d = &d;
   det->timeout_s = timeout_s;
+  det->stuck_s = std::max(stuck_s, timeout_s);
   det->heard = std::make_unique<std::atomic<std::uint8_t>[]>(static_cast<std::size_t>(d.size));
   det->sent = std::make_unique<std::atomic<std::uint8_t>[]>(static_cast<std::size_t>(d.size));
   for (int p = 0; p < d.size; ++p) {

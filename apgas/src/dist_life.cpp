@@ -193,7 +193,7 @@ transport::transport& transport_for_run(int connect_timeout_s) {
   return *t;
 }
 
-void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t message_piece) {
+void dist_start(transport::transport& tp, int heartbeat_timeout_s, int connect_timeout_s, std::size_t message_piece) {
   auto* d = new dist_state;
   d->tp = &tp;
   d->piece_bytes = message_piece == 0 ? tp.max_message() : std::min(message_piece, tp.max_message());
@@ -207,7 +207,7 @@ void dist_start(transport::transport& tp, int heartbeat_timeout_s, std::size_t m
 #endif
   if (d->size > 1) {
     d->hook = add_progress_hook(&poll_hook, d);
-    detector_start(*d, heartbeat_timeout_s);
+    detector_start(*d, heartbeat_timeout_s, connect_timeout_s);
   }
 }
 

@@ -262,7 +262,8 @@ peer_identity my_identity();
 void set_peer_identities(std::vector<peer_identity> peers);  // every place's, by rank (start-up)
 /// A peer on this host whose process has ended (why says so), or -1.
 int dead_local_peer(int rank, std::string& why);
-void detector_start(dist_state& d, int timeout_s);  // timeout_s 0: off
+// timeout_s 0: off; stuck_s: how long one poll of the transport may last (APGAS_CONNECT_TIMEOUT)
+void detector_start(dist_state& d, int timeout_s, int stuck_s);
 void detector_stop();  // stops the thread; the record stays until detector_free
 void detector_free();  // after the workers are gone (dist_finalize)
 void note_heard(int src) noexcept;  // any traffic from src

@@ -194,6 +194,7 @@ struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` t
   bool mixed_reported = false;
   bool lane_reported = false;
   bool per_thread_reported = false;
+  bool sync_inside_reported = false;
   int current_thread = -1;               // whose accesses these are
   const char* inside = nullptr;          // block level: the construct whose per-thread function runs (cpu_block_enter)
   std::vector<cpu_thread_state> entered;  // the states cpu_block_enter saved, innermost last
@@ -283,6 +284,8 @@ void check_resumable(cpu_block& b, const kthread& from, const kthread& u) {
            " (every thread of a warp must reach each warp operation, and every thread of the block each barrier)");
 }
 
+void next_epoch(cpu_block& b);  // the checking mode's barrier count, advanced (below)
+
 // A collective's combine, which runs the body's operation: one that throws fails the block with its exception, and
 // the block is cancelled so that its threads unwind (the combine runs inside a barrier, whose entry points cannot
 // throw: the exception would end the process).
@@ -307,7 +310,7 @@ void complete_block_phase(cpu_block& b) {
   }
   b.phase = p + 1;
   b.arrived = 0;
-  if (b.checking) b.epoch += 1;
+  if (b.checking) next_epoch(b);
 }
 
 void complete_warp_phase(cpu_block& b, warp_state& w, int warp) {
@@ -672,6 +675,7 @@ void* cpu_block_begin(const cpu_launch_info& info, long b) {
     blk.reports.clear();
     blk.more_reports = 0;
     blk.per_thread_reported = false;
+    blk.sync_inside_reported = false;
   }
   return &blk;
 }
@@ -918,12 +922,13 @@ void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align) {
 void cpu_block_sync(void* block) {
   cpu_block& b = *static_cast<cpu_block*>(block);
   if (!b.checking) return;
-  if (b.inside != nullptr) {
+  if (b.inside != nullptr && !b.sync_inside_reported) {  // (once per block: inside for_threads, once per thread)
+    b.sync_inside_reported = true;
     b.report("sync() inside " + std::string(b.inside) + " in " + b.where() + " (thread " +
              std::to_string(b.current_thread) + "): on a GPU that is a barrier only some iterations reach; call sync() "
              "between for_threads loops");
   }
-  b.epoch += 1;
+  next_epoch(b);
 }
 
 void cpu_block_enter(void* block, const char* what) noexcept {
@@ -973,7 +978,7 @@ void cpu_block_leave(void* block) noexcept {
 
 
 void cpu_block_epoch(void* block) noexcept {
-  static_cast<cpu_block*>(block)->epoch += 1;
+  next_epoch(*static_cast<cpu_block*>(block));
 }
 
 void cpu_block_set_thread(void* block, int t) noexcept {
@@ -1029,6 +1034,16 @@ void close_epoch(shared_check& c) {
     }
   }
   c.touched.clear();
+}
+
+// A barrier: every watched array's last epoch is judged now, against the values it left (judged at the array's next
+// access instead, a write after the barrier through memory the checks do not watch, a std::span, counted against
+// the epoch before, whose threads only read).
+void next_epoch(cpu_block& b) {
+  for (auto& c : b.checks) {
+    if (!c->touched.empty()) close_epoch(*c);
+  }
+  b.epoch += 1;
 }
 }  // namespace
 

@@ -224,7 +224,7 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   // would hold up for ever: nothing else watches until the failure detector starts)
   obs::start(*tp, sched->size());
   watchdog_disarm();
-  dist_start(*tp, heartbeat_s, cfg.message_piece);
+  dist_start(*tp, heartbeat_s, connect_s, cfg.message_piece);
   gpu_start(*acc, first_gpu);
 
   // The main activity (place 0): runs `main` inside the implicit finish; its outcome is handed to this

@@ -95,7 +95,8 @@ void device::keep_and_warm_pool() {
 }
 
 bool device::optional_step(CUresult r, const char* call) {
-  if (is_sticky(r)) check(r, call);
+  // (CUDA_ERROR_UNKNOWN counts as sticky, and may come spuriously from these calls: the context must confirm it)
+  if (is_sticky(r) && d_.cuCtxSynchronize() != CUDA_SUCCESS) check(r, call);
   return r == CUDA_SUCCESS;
 }
 

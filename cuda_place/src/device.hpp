@@ -111,8 +111,9 @@ class device final : public dma_engine, public host_memory {
   void queue_drain(int q);
 
   /// A set-up step whose failure only loses an optimisation (the memory pool's warm-up, peer access): whether it
-  /// succeeded. A sticky error (the context is gone) is no optimisation lost: it fails the set-up as check() does,
-  /// naming the call, rather than leaving a dead GPU to be announced and blamed on the run's first call.
+  /// succeeded. A sticky error that the context confirms (cuCtxSynchronize fails too: it is gone) is no optimisation
+  /// lost: it fails the set-up as check() does, naming the call, rather than leaving a dead GPU to be announced and
+  /// blamed on the run's first call. Called with the device's context current.
   bool optional_step(CUresult r, const char* call);
 
   // dma_engine (the spooler, and the direct copies)

@@ -6,6 +6,7 @@
 #include "support/run.hpp"
 
 #include <exception>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -406,6 +407,11 @@ TEST(KernelCheck, ConstructsInsideForThreadsAreReported) {
       (void)b.exclusive_scan([](apgas::thread_index) { return 1; }, 0, apgas::plus{});
     });
     inside_for_threads("single", [](apgas::thread_block b) { b.single([] {}); });
+    const auto sync_inside = reports(apgas::cuda_kernel(apgas::grid{1, 8}, [](apgas::thread_block b) {
+      b.for_threads([&](apgas::thread_index) { b.sync(); });
+    }));
+    ASSERT_EQ(sync_inside.size(), 1u);
+    expect_mentions(sync_inside[0], {"found 1 problem(s)", "sync() inside for_threads"});  // once, not once a thread
     const auto r3 = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [](apgas::thread_block b) {
       b.single([&] { b.for_threads_in({0, 0, 0}, {4, 1, 1}, [](apgas::thread_index) {}); });
     }));
@@ -511,6 +517,80 @@ TEST(KernelCheck, PlainAccessesRaceWithAtomicOnes) {
       if (me < 4 && h[me] != 32) throw std::runtime_error("wrong count");
     }));
     EXPECT_TRUE(correct.empty()) << correct.front();
+    // The CUDA Programming Guide's compare-exchange loop, its first read with atomic_load: silent; with a plain read
+    // (old = h[0]), reported.
+    for (const bool plain_first_read : {false, true}) {
+      const auto cas = reports(apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<float>(1),
+                                                  [=](apgas::clocked_thread t, apgas::shared_span<float> h) {
+        t.advance();
+        float old = plain_first_read ? h[0] : apgas::atomic_load(h[0]), assumed = 0;
+        do {
+          assumed = old;
+          old = apgas::atomic_compare_exchange(h[0], assumed, assumed + 1.0f);
+        } while (assumed != old);
+        t.advance();
+        if (t.thread() == 0 && h[0] != 32.0f) throw std::runtime_error("wrong sum");
+      }));
+      if (plain_first_read) {
+        ASSERT_EQ(cas.size(), 1u);
+        expect_mentions(cas[0], {"data race on shared array 0"});
+      } else {
+        EXPECT_TRUE(cas.empty()) << cas.front();
+      }
+    }
+  });
+}
+
+// Reads through the tile that thread_block::stage returns are watched as the staged shared array's (the checking
+// mode copies the window there): a read before the sync() after the staging, or a staging again while the tile is
+// still read, is a race; with the barriers, silent.
+TEST(KernelCheck, ReadsOfAStagedTileAreWatched) {
+  checking([] {
+    static float in[16];
+    for (int i = 0; i < 16; ++i) in[i] = static_cast<float>(i);
+    const float* src = in;
+    const auto kernel = [=](bool sync_after_stage, bool sync_before_restage) {
+      return apgas::cuda_kernel(apgas::grid{1, 8}, apgas::shared<float>(8),
+                                [=](apgas::thread_block b, apgas::shared_span<float> s) {
+        float got = 0;
+        for (int row = 0; row < 2; ++row) {
+          const apgas::tile<float> p = b.stage(s, src + 8 * row, 8, {0, 0}, {8, 1});
+          if (sync_after_stage) b.sync();
+          b.for_threads([&](apgas::thread_index t) { got += p(7 - t.linear, 0); });  // another thread's element
+          if (sync_before_restage) b.sync();
+        }
+        (void)got;
+      });
+    };
+    const auto missing_after = reports(kernel(false, true));
+    ASSERT_EQ(missing_after.size(), 1u);
+    expect_mentions(missing_after[0], {"data race on shared array 0"});
+    const auto missing_before = reports(kernel(true, false));
+    ASSERT_EQ(missing_before.size(), 1u);
+    expect_mentions(missing_before[0], {"data race on shared array 0"});
+    const auto correct = reports(kernel(true, true));
+    EXPECT_TRUE(correct.empty()) << correct.front();
+  });
+}
+
+// An epoch in which every thread only read an element is judged at the barrier that ends it, not later against a
+// value a correctly synchronised write through an unwatched std::span changed (reported as a race once).
+APGAS_KERNEL inline void set_first(std::span<float> v, float x) { v[0] = x; }
+TEST(KernelCheck, AnEpochIsJudgedAtItsBarrier) {
+  checking([] {
+    const auto r = reports(apgas::cuda_kernel(apgas::grid{1, 4}, apgas::shared<float>(4, 1.0f),
+                                              [](apgas::thread_block b, apgas::shared_span<float> s) {
+      float seen = 0;
+      b.for_threads([&](apgas::thread_index) { seen += s[0]; });  // every thread reads s[0]: no race
+      b.sync();
+      b.for_threads([&](apgas::thread_index t) {
+        if (t.linear == 0) set_first(s, 5.0f);  // one writer, after a barrier
+      });
+      b.sync();
+      b.for_threads([&](apgas::thread_index) { seen += s[0]; });
+      (void)seen;
+    }));
+    EXPECT_TRUE(r.empty()) << r.front();
   });
 }
 

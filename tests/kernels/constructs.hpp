@@ -80,8 +80,13 @@ inline void atomics(apgas::place p) {
   KC_ARRAY(float, floats, p, 1);
   KC_ARRAY(unsigned long long, u64, p, 2);
   KC_ARRAY(unsigned, hist, p, blocks * 8);
+  KC_ARRAY(float, fmax, p, 1);
   const std::vector<int> init{0, 0, 1 << 30, 0, -1, 0, 0, 7};  // for min, and, compare-exchange
-  apgas::finish([&] { apgas::async_copy(std::span<const int>(init), ints); });
+  const std::vector<float> finit{-1.0f};
+  apgas::finish([&] {
+    apgas::async_copy(std::span<const int>(init), ints);
+    apgas::async_copy(std::span<const float>(finit), fmax);
+  });
   apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, threads}, apgas::shared<unsigned, 8>(),
                                   [=] APGAS_KERNEL (apgas::clocked_thread t, apgas::shared_span<unsigned, 8> h) {
     int* i = ints.data();
@@ -95,6 +100,12 @@ inline void atomics(apgas::place p) {
     apgas::atomic_xor(i[6], id);
     if (apgas::atomic_compare_exchange(i[7], 7, id) == 7) apgas::atomic_add(u64.data()[1], 1ull);
     apgas::atomic_add(floats.data()[0], 0.5f);
+    // A float maximum by the CUDA Programming Guide's compare-exchange loop, its first read atomic.
+    float seen = apgas::atomic_load(fmax.data()[0]), assumed = 0;
+    do {
+      assumed = seen;
+      seen = apgas::atomic_compare_exchange(fmax.data()[0], assumed, assumed > id * 0.5f ? assumed : id * 0.5f);
+    } while (seen != assumed);
     apgas::atomic_add(u64.data()[0], static_cast<unsigned long long>(id) << 33);
     apgas::atomic_add(h[static_cast<std::size_t>(id % 8)], 1u);
     apgas::atomic_add(h, static_cast<std::size_t>(id % 8), 1u);  // the shared_span form (no lock on a CPU place)
@@ -124,6 +135,7 @@ inline void atomics(apgas::place p) {
   EXPECT_EQ(uv[0], static_cast<unsigned long long>(sum) << 33);
   EXPECT_EQ(uv[1], 1ull);
   EXPECT_EQ(fetch(floats)[0], 0.5f * n);
+  EXPECT_EQ(fetch(fmax)[0], 0.5f * (n - 1));
   for (unsigned v : fetch(hist)) EXPECT_EQ(v, static_cast<unsigned>(2 * threads / 8));
 }
 

@@ -232,5 +232,24 @@ APGAS_DETAIL_HD T atomic_compare_exchange(T& x, T expected, T desired) {
 #endif
 }
 
+/// x read atomically (a volatile load on a GPU, CUDA's idiom; relaxed on a CPU place). 4- and 8-byte trivially
+/// copyable T. The first read of a compare-exchange loop, or a read of a counter other threads update atomically
+/// between two barriers: a plain read there races with them (the checking mode reports it).
+template <class T>
+APGAS_DETAIL_HD T atomic_load(const T& x) {
+  static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 4 || sizeof(T) == 8),
+                "apgas::atomic_load: T must be a trivially copyable type of 4 or 8 bytes");
+#if defined(__CUDA_ARCH__)
+  using W = std::conditional_t<sizeof(T) == 4, unsigned, unsigned long long>;
+  const W w = *reinterpret_cast<const volatile W*>(&x);
+  T r;
+  memcpy(&r, &w, sizeof(T));
+  return r;
+#else
+  detail::note_atomic(x);
+  return std::atomic_ref<T>(const_cast<T&>(x)).load(std::memory_order_relaxed);
+#endif
+}
+
 }  // namespace apgas
 #pragma GCC visibility pop

@@ -557,6 +557,9 @@ class basic_shared_span {
     return {p_ + at, count < n - at ? count : n - at, check_, off_ + at};
   }
   APGAS_DETAIL_HD T* data() const noexcept { return p_; }
+  /// The checking mode's watch of the array (null: unwatched), and where this span starts in it.
+  APGAS_DETAIL_HD shared_check* checker() const noexcept { return check_; }
+  APGAS_DETAIL_HD std::size_t whole_offset() const noexcept { return off_; }
   APGAS_DETAIL_HD constexpr std::size_t size() const noexcept {
     if constexpr (Extent != std::dynamic_extent) {
       return Extent;
@@ -884,6 +887,9 @@ class per_thread_cpu {
   T* p_;
   void* block_;
 };
+// thread_block::per_thread returns one or the other by APGAS_KERNEL_CHECKS, which may differ between translation
+// units: the same layout keeps them interchangeable.
+static_assert(sizeof(per_thread_cpu<float, true>) == sizeof(per_thread_cpu<float, false>));
 /// On a GPU: the thread's own value (registers); the index is the calling thread's own.
 template <class T>
 class per_thread_gpu {
@@ -898,17 +904,44 @@ class per_thread_gpu {
 }  // namespace detail
 
 /// A block's read-only view of a window of a 2-D array, as thread_block::stage makes it: element (x, y) of the
-/// array (x along a row) relative to the window's origin.
-template <class T>
+/// array (x along a row) relative to the window's origin. Checked (APGAS_KERNEL_CHECKS, as shared_span): in the
+/// checking mode, where stage copies the window into a watched shared array, the tile's reads are watched too (a
+/// read before the sync() that follows the staging, or while the array is staged again, is a race; a read outside
+/// the window is out of range).
+template <class T, bool Checked = APGAS_KERNEL_CHECKS != 0>
 class tile {
  public:
   APGAS_DETAIL_HD tile(const T* base, long offset, long stride) noexcept
       : base_(base), offset_(offset), stride_(stride) {}
-  APGAS_DETAIL_HD const T& operator()(int x, int y) const noexcept { return base_[offset_ + y * stride_ + x]; }
+  /// The checking mode's tile of a copy in a watched shared array: base is element `off` of it, n elements on.
+  APGAS_DETAIL_HD tile(const T* base, long offset, long stride, detail::shared_check* c, std::size_t off,
+                       std::size_t n) noexcept
+      : base_(base), offset_(offset), stride_(stride) {
+    if constexpr (Checked) w_ = {c, off, n};
+  }
+  APGAS_DETAIL_HD const T& operator()(int x, int y) const noexcept {
+#if !defined(__CUDA_ARCH__)
+    if constexpr (Checked) {
+      if (w_.check != nullptr) {
+        const long i = offset_ + static_cast<long>(y) * stride_ + x;  // (negative: out of range, reported)
+        if (!detail::cpu_shared_access_in(w_.check, w_.off, static_cast<std::size_t>(i), w_.n)) {
+          return base_[-static_cast<long>(w_.off)];  // reported; element 0 of the whole array, nothing outside
+        }
+      }
+    }
+#endif
+    return base_[offset_ + y * stride_ + x];
+  }
 
  private:
+  struct watch {
+    detail::shared_check* check = nullptr;
+    std::size_t off = 0, n = 0;
+  };
+  struct none {};
   const T* base_;
   long offset_, stride_;  // element (0, 0) at base_[offset_], rows stride_ apart
+  [[no_unique_address]] std::conditional_t<Checked, watch, none> w_{};
 };
 
 /// The handle of a block-level body (Kokkos' team member; CUDA's cooperative-groups thread_block). The body runs once
@@ -1060,7 +1093,7 @@ class thread_block {
         into[static_cast<std::size_t>(i)] = element(i);
       }
     }
-    return tile<T>(into.data(), offset, width);
+    return tile<T>(into.data(), offset, width, into.checker(), into.whole_offset(), into.size());
 #endif
   }
   /// stage into a shared array received as a std::span (unwatched by the checking mode).
