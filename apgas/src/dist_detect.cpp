@@ -9,7 +9,11 @@
 //    counts as a sign of life. A peer silent for the timeout (APGAS_HEARTBEAT_TIMEOUT) is dead.
 // No false positives from starvation: silence is counted only over ticks in which this place polled its transport
 // (a message that arrived but was not taken yet does not count against its sender), and a tick counts for at most
-// a few tick lengths however late the detector thread ran.
+// a few tick lengths however late the detector thread ran. Since nothing is counted while nobody polls, a poll stuck
+// in the transport would hide every death: a poll that has not returned for APGAS_CONNECT_TIMEOUT stops the place.
+// Whom to name: a peer whose process ended may have stopped on another death, which it told this place (dead_notice)
+// before ending; the notice is looked for first. And a place whose detector did not run for most of the timeout (the
+// process stopped, or starved) was likely taken for dead by the others: it says so instead of naming one of them.
 // A later resilient mode would replace the exit in declare_dead() by marking the place dead and failing the
 // finishes that wait for it (dead_place_exception); the detection stays as it is.
 #include "dist_state.hpp"
