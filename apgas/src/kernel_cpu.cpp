@@ -230,8 +230,8 @@ struct cpu_block : cpu_block_head {  // the head first: bodies read `checking` t
   }
   std::string where() const {
     const dim3 bid = unflatten(b, info->g.blocks);
-    return "kernel " + obs::readable_type_name(info->kernel) + ", block " + std::to_string(b) + " (" + std::to_string(bid.x) + "," +
-           std::to_string(bid.y) + "," + std::to_string(bid.z) + ")";
+    return "kernel " + obs::readable_type_name(info->kernel) + ", block " + std::to_string(b) + " (" +
+           std::to_string(bid.x) + "," + std::to_string(bid.y) + "," + std::to_string(bid.z) + ")";
   }
 };
 

@@ -299,7 +299,8 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
     constexpr std::size_t shown = 20;  // (thousands of one kind, e.g. an activity per element, would bury the rest)
     for (std::size_t i = 0; i < es.size() && i < shown; ++i) print_exception(es[i], i, es.size());
     if (es.size() > shown) {
-      std::fprintf(stderr, "apgas:   ... and %zu more, not printed (the exception holds them all)\n", es.size() - shown);
+      std::fprintf(stderr, "apgas:   ... and %zu more, not printed (the exception holds them all)\n",
+                   es.size() - shown);
     }
   } catch (...) {
     std::fprintf(stderr, "apgas: the main activity ended with an uncaught exception:\n");

@@ -490,8 +490,9 @@ TEST(KernelCheck, DifferentCollectivesAtOneBarrierAndEndedLanesAreReported) {
 // after them, is reported; atomic counts alone, and a thread's plain access to its own element, are not.
 TEST(KernelCheck, PlainAccessesRaceWithAtomicOnes) {
   checking([] {
+    using counts = apgas::shared_span<unsigned>;
     const auto zero_then_count = reports(apgas::cuda_kernel(apgas::grid{1, 64}, apgas::shared_uninit<unsigned>(4),
-                                                            [](apgas::clocked_thread t, apgas::shared_span<unsigned> h) {
+                                                            [](apgas::clocked_thread t, counts h) {
       if (t.thread() < 4) h[static_cast<std::size_t>(t.thread())] = 0;  // no barrier before the counts
       apgas::atomic_add(h, static_cast<std::size_t>(t.thread() % 4), 1u);
     }));
