@@ -105,12 +105,26 @@ std::uint64_t process_start(long pid, bool& alive) {
 
 std::atomic<bool> g_declared{false};
 
+// This thread stops the place; if another one is stopping it already, this one waits for the end.
+void claim_the_stop() {
+  if (g_declared.exchange(true)) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+// Stops this place (exit 3) with `message`, written as the last thing from it; `dump`: why, for a traced place's dump.
+[[noreturn]] void stop_place(const std::string& message, const char* dump) {
+  claim_the_stop();
+  std::fprintf(stderr, "%s\n", message.c_str());
+  obs::emergency_dump(dump);
+  std::fflush(stderr);
+  end_process(3);
+}
+
 // Stops this place. The place that noticed the death first also tells the others which place died (so that a place
 // that sees this one end next does not name it instead), and gives its workers a moment to send that.
 [[noreturn]] void declare_dead(int rank, int dead, const std::string& why, bool tell_others = true) {
-  if (g_declared.exchange(true)) {  // another thread is stopping this place already
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
+  claim_the_stop();
   std::fprintf(stderr, "apgas: place %d: place %d is dead (%s); stopping this place (exit code 3)\n", rank, dead,
                why.c_str());
   if (tell_others && g_dist != nullptr) {
@@ -169,14 +183,12 @@ void run_detector(detector& det) {
     if (const std::uint64_t seq = det.poll_seq.load(std::memory_order_relaxed); seq % 2 == 1 && seq == stuck_poll) {
       stuck_s += step;
       if (stuck_s >= det.stuck_s) {
-        if (g_declared.exchange(true)) continue;
-        std::fprintf(stderr,
-                     "apgas: place %d: its %s transport has been stuck in one call for %.1f s (APGAS_CONNECT_TIMEOUT="
-                     "%d): a peer may have died under it; stopping this place (exit code 3)\n",
-                     d.rank, d.tp->name(), stuck_s, det.stuck_s);
-        obs::emergency_dump("its transport was stuck");
-        std::fflush(stderr);
-        end_process(3);
+        char what[240];
+        std::snprintf(what, sizeof what,
+                      "apgas: place %d: its %s transport has been stuck in one call for %.1f s (APGAS_CONNECT_TIMEOUT="
+                      "%d): a peer may have died under it; stopping this place (exit code 3)",
+                      d.rank, d.tp->name(), stuck_s, det.stuck_s);
+        stop_place(what, "its transport was stuck");
       }
     } else {
       stuck_poll = seq;
@@ -188,15 +200,14 @@ void run_detector(detector& det) {
       if (!g_peers.empty() && g_peers[p].host == my_host && g_peers[p].pid > 0) {
         bool alive = false;
         const std::uint64_t start = process_start(g_peers[p].pid, alive);
-        if ((!alive || start != g_peers[p].start) && paused && !g_declared.exchange(true)) {
-          std::fprintf(stderr,
-                       "apgas: place %d: this process did not run for %.1f s (stopped, or starved of CPU; "
-                       "APGAS_HEARTBEAT_TIMEOUT=%d), and place %zu has ended meanwhile: the other places took this one "
-                       "for dead; stopping this place (exit code 3)\n",
-                       d.rank, paused_s, det.timeout_s, p);
-          obs::emergency_dump("this process was stopped");
-          std::fflush(stderr);
-          end_process(3);
+        if ((!alive || start != g_peers[p].start) && paused) {
+          char what[320];
+          std::snprintf(what, sizeof what,
+                        "apgas: place %d: this process did not run for %.1f s (stopped, or starved of CPU; "
+                        "APGAS_HEARTBEAT_TIMEOUT=%d), and place %zu has ended meanwhile: the other places took this "
+                        "one for dead; stopping this place (exit code 3)",
+                        d.rank, paused_s, det.timeout_s, p);
+          stop_place(what, "this process was stopped");
         }
         if (!alive || start != g_peers[p].start) {
           // That peer may have ended because it found another place dead, and told this one (dead_notice) before
@@ -280,16 +291,10 @@ void stop_on_transport_failure(const std::exception& e, const std::string& what)
 void dead_place_reported(int src, int dead) {
   if (g_dist == nullptr) end_process(3, dead);
   if (dead == g_dist->rank) {  // this place was silent for another's timeout (frozen, or its network cut), and lives
-    if (g_declared.exchange(true)) {
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-    std::fprintf(stderr,
-                 "apgas: place %d: declared dead by place %d (it heard nothing from this place for its heartbeat "
-                 "timeout: was this process stopped, or its network cut?); stopping this place (exit code 3)\n",
-                 dead, src);
-    obs::emergency_dump("declared dead by another place");
-    std::fflush(stderr);
-    end_process(3);
+    stop_place("apgas: place " + std::to_string(dead) + ": declared dead by place " + std::to_string(src) +
+                   " (it heard nothing from this place for its heartbeat timeout: was this process stopped, or its "
+                   "network cut?); stopping this place (exit code 3)",
+               "declared dead by another place");
   }
   declare_dead(g_dist->rank, dead, "reported by place " + std::to_string(src), false);
 }

@@ -47,14 +47,19 @@ namespace {
 std::atomic<bool> g_running{false};
 std::atomic<std::uint32_t> g_run{0};  // this process's run number (runs of the process counted from 1)
 
+// This machine's name, or "(unknown)".
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) std::snprintf(name, sizeof name, "(unknown)");
+  return name;
+}
+
 // Every host's GPU count and descriptions, exchanged with the transport's start-up collectives; false if the GPU
 // set-up failed at some host (acc == nullptr there), with those hosts' place numbers in `failed`.
 bool build_tree(transport::transport& tp, accelerator* acc, place_tree& t, std::vector<int>& failed) {
   const int hosts = tp.size();
   const int me = tp.rank();
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) std::snprintf(name, sizeof name, "(unknown)");
-  std::string mine = std::string("host ") + name;  // this host's descriptions, '\n'-separated: host, then GPUs
+  std::string mine = "host " + host_name();  // this host's descriptions, '\n'-separated: host, then GPUs
   const int count = acc != nullptr ? acc->count() : 0;
   if (acc != nullptr && count == 0) mine += " (no GPU places: " + acc->describe(-1) + ")";
   for (int g = 0; g < count; ++g) mine += "\n" + acc->describe(g);
@@ -204,9 +209,7 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   if (!build_tree(*tp, acc, t, failed)) {
     // The failed host says what failed, the others where (with untagged launcher output every line must say it).
     if (!acc_error.empty()) {
-      char host[256] = {};
-      if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "(unknown)");
-      std::fprintf(stderr, "apgas: host place %d (%s): %s\n", tp->rank(), host, acc_error.c_str());
+      std::fprintf(stderr, "apgas: host place %d (%s): %s\n", tp->rank(), host_name().c_str(), acc_error.c_str());
     } else {
       std::string where;
       for (const int f : failed) where += (where.empty() ? "" : ", ") + std::to_string(f);
