@@ -262,6 +262,14 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         exit_code.notify_all();
         break;
       }
+      case msg::shutdown_ack:
+        shutdown_acks.fetch_add(1, std::memory_order_acq_rel);
+        shutdown_acks.notify_all();
+        break;
+      case msg::shutdown_go:
+        shutdown_go.store(true, std::memory_order_release);
+        shutdown_go.notify_all();
+        break;
       case msg::team_contrib: deliver_team(r, src, bytes); break;
       case msg::dead_notice: {
         std::int32_t dead = 0;

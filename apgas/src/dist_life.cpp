@@ -208,24 +208,49 @@ void dist_start(transport::transport& tp, int heartbeat_timeout_s, int connect_t
   if (d->size > 1) {
     d->hook = add_progress_hook(&poll_hook, d);
     detector_start(*d, heartbeat_timeout_s, connect_timeout_s);
+    d->watched = heartbeat_timeout_s > 0;  // (detector_start's condition)
   }
 }
 
 bool dist_multi_host() noexcept { return g_dist != nullptr && g_dist->size > 1; }
 
+// The shut-down handshake, while the failure detector still runs: place 0 sends every place its shutdown message
+// and waits for each one's acknowledgement, then lets them all go on (shutdown_go). A place that died shortly before
+// the main activity ended (within the heartbeat timeout: nothing had noticed yet) is so named by the detector, at
+// every place, within the heartbeat timeout; without the handshake the others went on into the final barrier, where
+// no detector runs, and waited for it until the connect timeout, unable to name it unless it was on their host.
+// Without a detector (APGAS_HEARTBEAT_TIMEOUT=0) there is no handshake: nothing would bound the wait.
 void dist_shutdown_others(int code) {
-  for (int p = 1; p < g_dist->size; ++p) {
+  dist_state& d = *g_dist;
+  for (int p = 1; p < d.size; ++p) {
     writer w = message_writer(128);
     w & msg::shutdown & static_cast<std::int32_t>(code);
+    send(p, std::move(w));
+  }
+  if (!d.watched) return;
+  for (int acks = d.shutdown_acks.load(std::memory_order_acquire); acks < d.size - 1;
+       acks = d.shutdown_acks.load(std::memory_order_acquire)) {
+    d.shutdown_acks.wait(acks, std::memory_order_acquire);
+  }
+  for (int p = 1; p < d.size; ++p) {
+    writer w = message_writer(16);
+    w & msg::shutdown_go;
     send(p, std::move(w));
   }
 }
 
 int dist_wait_shutdown() {
-  int code = g_dist->exit_code.load(std::memory_order_acquire);
+  dist_state& d = *g_dist;
+  int code = d.exit_code.load(std::memory_order_acquire);
   while (code < 0) {
-    g_dist->exit_code.wait(code, std::memory_order_acquire);
-    code = g_dist->exit_code.load(std::memory_order_acquire);
+    d.exit_code.wait(code, std::memory_order_acquire);
+    code = d.exit_code.load(std::memory_order_acquire);
+  }
+  if (d.watched) {
+    writer w = message_writer(16);
+    w & msg::shutdown_ack;
+    send(0, std::move(w));
+    while (!d.shutdown_go.load(std::memory_order_acquire)) d.shutdown_go.wait(false, std::memory_order_acquire);
   }
   return code;
 }

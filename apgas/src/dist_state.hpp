@@ -47,6 +47,8 @@ enum class msg : std::uint8_t {
   dead_notice = 12,    // i32 place: the sender found that place dead and is stopping (dist_detect.cpp)
   large_message = 13,  // u64 id, u64 bytes, u64 piece bytes, u64 n, n * u32 bulk tag: a message in n bulk pieces
   large_done = 14,     // u64 id: the large message has landed, its sender may free it (dist_large.cpp)
+  shutdown_ack = 15,   // nothing else: to place 0, this place has its shutdown message (dist_life.cpp)
+  shutdown_go = 16,    // nothing else: from place 0, every place has acknowledged the shut-down
   // Clocks across host places (dist_clock.cpp). A "clock trailer" ends a message: the registrations an activity
   // carries (clock_write_child/clock_write_moved), then u32 its length.
   clocked_async = 20,     // as async_activity, then a clock trailer
@@ -182,6 +184,11 @@ struct dist_state final : transport::handler {
   std::pmr::unordered_map<std::uint64_t, std::span<std::byte>> tickets{&pool};  // where answers to our bulk_gets go
 
   std::atomic<int> exit_code{-1};  // set by the shutdown message
+  // The shut-down handshake, made while the failure detector watches (dist_life.cpp): the acknowledgements place 0
+  // has, and place 0's go at the others.
+  bool watched = false;  // the failure detector runs (every place agrees: place 0's heartbeat timeout decides)
+  std::atomic<int> shutdown_acks{0};
+  std::atomic<bool> shutdown_go{false};
 
   // Large messages (dist_large.cpp). piece_bytes: messages larger than this go by rendezvous in pieces of this size.
   std::size_t piece_bytes = 0;

@@ -25,14 +25,20 @@
 // With "pause" the victim stops itself (SIGSTOP) and a child resumes it once the others have taken it for dead and
 // ended: it must say so and stop with 3, not name a survivor whose process it finds ended.
 // Place 0 writes to stdout before the death, no newline: a survivor's output must come out too (it stops at once).
+// With "remote_end" the victim acts as a place on another host (its own UTS namespace and host name: its process
+// cannot be looked up from here, only heartbeats tell) and dies 100 ms after its last activity, while place 0's main
+// activity ends 400 ms after that activity: the victim is dead before the shut-down. The others must name it, not
+// wait for the final barrier until the connect timeout (skipped where this process may not unshare its host name).
 // Each line the victim prints carries the time (CLOCK_REALTIME), so that the detection time can be measured.
 #include <apgas/apgas.hpp>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +77,31 @@ int main(int argc, char** argv) {
       apgas::finish([] {
         for (const apgas::place& p : apgas::places()) apgas::async_at(p, [] {});
       });
+    });
+    std::printf("apgas::run returned %d: the dead place was not noticed\n", rc);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "remote_end") == 0) {
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (rank != nullptr && size != nullptr && std::atoi(rank) == std::atoi(size) - 1) {
+      static const char other[] = "apgas-test-other-host";
+      if (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(other, sizeof other - 1) != 0) {
+        std::printf("dead_place_main: this process cannot act as another host (%s)\n", std::strerror(errno));
+      }
+    }
+    const int rc = apgas::run(argc, argv, [] {
+      apgas::finish([] {
+        apgas::async_at(apgas::place(apgas::num_hosts() - 1), [] {
+          std::thread([me = apgas::here().id()] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            std::fprintf(stderr, "dead_place_main: place %d dies at %.6f\n", me, now_s());
+            std::fflush(stderr);
+            ::kill(::getpid(), SIGKILL);
+          }).detach();
+        });
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
     });
     std::printf("apgas::run returned %d: the dead place was not noticed\n", rc);
     return 0;
