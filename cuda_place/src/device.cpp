@@ -75,6 +75,12 @@ device::device(const driver& d, int ordinal, std::size_t slice_bytes, int slices
   std::memset(slices_, 0, bytes);
   spool_ = std::make_unique<spooler>(*this, static_cast<std::byte*>(slices_), slice_bytes, slices);
   staging_ = std::make_unique<staging_cache>(*this, staging_keep);
+  // One page-locked block for launch data, kept: the first launch with constant or global data would else pin it
+  // inside the user's timed code, where a native program's cudaMemcpyToSymbol uses the driver's own staging memory.
+  try {
+    staging_->give(staging_->take(staging_cache::min_block));
+  } catch (const std::bad_alloc&) {  // only the warm-up is lost: a launch that needs the block says so
+  }
   if (pools_) keep_and_warm_pool();
 }
 

@@ -6,7 +6,9 @@
 #include <apgas/apgas.hpp>
 
 #include <cstddef>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -64,6 +66,48 @@ void overflowing_shared_arrays_are_refused() {
 
 TEST_F(FakeGpu, SharedArraysThatOverflowASizeTAreRefusedBeforeTheLaunch) {
   run_gpu(gpu_config(), [] { overflowing_shared_arrays_are_refused(); });
+}
+
+// The offsets the device code takes as constants (cuda/kernel.cuh, static_offset: ptxas then merges neighbouring
+// shared loads, as for a static __shared__ array) are the ones the host lays out: each shared array at the next
+// multiple of its alignment (16 bytes at least) after those before it, the first constant data at 0; none for an
+// array after one sized at run time, nor for later constant data.
+namespace layout = apgas::detail::cuda;
+using f7 = apgas::shared_array<float, 7, true>;      // 28 bytes
+using d3 = apgas::shared_array<double, 3, false>;    // 24 bytes
+using c5 = apgas::shared_array<char, 5, true>;       // 5 bytes
+using run_sized = apgas::shared_array<char, std::dynamic_extent, true>;
+using k = apgas::constant_copy<int>;
+static_assert(layout::static_offset<0, f7, d3, c5>() == 0);
+static_assert(layout::static_offset<1, f7, d3, c5>() == 32);
+static_assert(layout::static_offset<2, f7, k, d3, c5>() == 32);
+static_assert(layout::static_offset<3, f7, k, d3, c5>() == 64);
+static_assert(layout::static_offset<1, f7, k, d3>() == 0);
+static_assert(layout::static_offset<2, k, f7, k>() == layout::no_static_offset);
+static_assert(layout::static_offset<1, run_sized, f7>() == layout::no_static_offset);
+static_assert(layout::static_offset<1, f7, apgas::global_copy<int>>() == layout::no_static_offset);
+
+// And the launch checks that they are (it throws an internal error if not) before it asks the CUDA runtime for the
+// kernel, which the fake cannot stand in for: that call's error is the one that comes back.
+void static_offsets_match_the_host_layout() {
+  const apgas::place gpu = apgas::here().children()[0];
+  const std::vector<int> consts{1, 2, 3};
+  std::string what;
+  try {
+    apgas::at(gpu, apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<float, 7>(),
+                                      apgas::constant_from(std::span(consts)), apgas::shared_uninit<double, 3>(),
+                                      apgas::shared<char, 5>(),
+                                      [] APGAS_KERNEL(apgas::thread_block, apgas::shared_span<float, 7>,
+                                                      std::span<const int>, apgas::shared_span<double, 3>,
+                                                      apgas::shared_span<char, 5>) {}));
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("cudaGetFuncBySymbol"), std::string::npos) << what;
+}
+
+TEST_F(FakeGpu, TheSharedOffsetsCompiledIntoTheKernelAreTheLaunchs) {
+  run_gpu(gpu_config(), [] { static_offsets_match_the_host_layout(); });
 }
 
 }  // namespace

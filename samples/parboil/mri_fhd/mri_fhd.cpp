@@ -47,7 +47,9 @@ static void compute_fh(apgas::place p, std::span<const mri_fhd::kvalue> tile, ap
         sx[t] = x[i], sy[t] = y[i], sz[t] = z[i], sr[t] = fr[i], si[t] = fi[i];
       }
     });
-    APGAS_UNROLL(4) for (const mri_fhd::kvalue k : c) {  // a copy: it cannot alias the sums (the loop below vectorises)
+    // (an int index: the GPU's loop counts in 32 bits and its unrolled body starts at the first sample, as CUDA's)
+    APGAS_UNROLL(4) for (int j = 0; j < static_cast<int>(c.size()); ++j) {
+      const mri_fhd::kvalue k = c[j];  // a copy: it cannot alias the sums (the loop below vectorises)
       b.for_threads([&, k](thread_index t) { mri_fhd::add_sample(k, sx[t], sy[t], sz[t], sr[t], si[t]); });
     }
     b.for_threads([&](thread_index t) { if (const long i = base + t.linear; i < n) { fr[i] = sr[t]; fi[i] = si[t]; } });

@@ -40,7 +40,9 @@ static void compute_q(apgas::place p, std::span<const mri_q::kvalue> tile, apgas
         sx[t] = x[i], sy[t] = y[i], sz[t] = z[i], sr[t] = qr[i], si[t] = qi[i];
       }
     });
-    APGAS_UNROLL(2) for (const mri_q::kvalue k : ck) {  // a copy: it cannot alias the sums (the loop below vectorises)
+    // (an int index: the GPU's loop counts in 32 bits and its unrolled body starts at the first sample, as CUDA's)
+    APGAS_UNROLL(2) for (int j = 0; j < static_cast<int>(ck.size()); ++j) {
+      const mri_q::kvalue k = ck[j];  // a copy: it cannot alias the sums (the loop below vectorises)
       b.for_threads([&, k](thread_index t) { mri_q::add_sample(k, sx[t], sy[t], sz[t], sr[t], si[t]); });
     }
     b.for_threads([&](thread_index t) { if (const long i = base + t.linear; i < n) { qr[i] = sr[t]; qi[i] = si[t]; } });

@@ -28,7 +28,7 @@ void sgemm_nn(apgas::in_order_queue& q, slice s, int n) {
   const int m = static_cast<int>(s.p.size()), k = n, lda = s.ld, ldb = n, ldc = s.ld;
   q.async(apgas::cuda_kernel(apgas::grid{m / 64 * (n / 16), {16, 4}}, apgas::shared_uninit<float, 16 * 17>(),
                              [=] APGAS_KERNEL(apgas::thread_block blk, apgas::shared_span<float, 16 * 17> bs) {
-    const int ibx = static_cast<int>(blk.block() % (m / 64)) * 64, iby = static_cast<int>(blk.block() / (m / 64)) * 16;
+    const int block = static_cast<int>(blk.block()), ibx = block % (m / 64) * 64, iby = block / (m / 64) * 16;
     const float* A = s.a.data() + ibx;  // row ibx + thread of A
     const float* B = s.b.data() + static_cast<long>(iby) * ldb;
     float* C = s.c.data() + ibx + static_cast<long>(iby) * ldc;

@@ -39,6 +39,7 @@
 #include <memory>
 #include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -125,6 +126,7 @@ struct dev_res<constant_copy<T>> {  // a range of this file's constant buffer
   std::size_t offset, n;
   __device__ void fill(unsigned char*) const {}
   __device__ std::span<const T> param(unsigned char*) const {
+    __builtin_assume(n <= APGAS_CONSTANT_BYTES / sizeof(T));  // (lets a loop over it count in 32 bits)
     return {reinterpret_cast<const T*>(constant_buffer + offset), n};
   }
 };
@@ -177,17 +179,83 @@ extern __shared__ __align__(128) unsigned char dynamic_shared[];
 
 __device__ inline dim3 to_dim3(::dim3 d) { return dim3(static_cast<int>(d.x), static_cast<int>(d.y), static_cast<int>(d.z)); }
 
+// The offset of resource I when it is known at compile time, else no_static_offset. The host lays the shared arrays
+// out in order, each at the next multiple of its alignment (launch_layout::place_shared), and the constant data from
+// 0 (lay_out): a shared array whose predecessors all have compile-time sizes, and the first constant_from, have
+// compile-time offsets (launch_parts checks that the host put them there). Passed as constants, ptxas sees
+// [dynamic_shared + imm] and c[0x3][imm + ...], as for a static __shared__ or __constant__ array of a CUDA kernel,
+// and merges neighbouring loads (LDS.128, ULDC.64); with the offset read from the descriptor it cannot (x10cuda
+// matmul, ptxas 13 for sm_90: 256 LDS per 16-wide step against the native kernel's 68 LDS.128; 68 with this).
+inline constexpr std::size_t no_static_offset = ~std::size_t{0};
+enum class res_kind { other, shared_fixed, shared_sized_at_run_time, constant };
+template <class X>
+struct res_layout {
+  static constexpr res_kind kind = res_kind::other;
+  static constexpr std::size_t bytes = 0, align = 1;
+};
+template <class T, std::size_t N, bool F>
+struct res_layout<shared_array<T, N, F>> {
+  static constexpr res_kind kind =
+      N == std::dynamic_extent ? res_kind::shared_sized_at_run_time : res_kind::shared_fixed;
+  static constexpr std::size_t bytes = N == std::dynamic_extent ? 0 : N * sizeof(T), align = gpu_shared_align<T>;
+};
+template <class T>
+struct res_layout<shared_copy<T>> {
+  static constexpr res_kind kind = res_kind::shared_sized_at_run_time;
+  static constexpr std::size_t bytes = 0, align = gpu_shared_align<T>;
+};
+template <class T>
+struct res_layout<constant_copy<T>> {
+  static constexpr res_kind kind = res_kind::constant;
+  static constexpr std::size_t bytes = 0, align = 16;
+};
+// (the index a function argument: a loop bound that is a template argument of 0 makes nvcc warn)
+constexpr std::size_t static_offset_in(std::size_t index, const res_kind* kinds, const std::size_t* bytes,
+                                       const std::size_t* aligns) {
+  if (kinds[index] == res_kind::other) return no_static_offset;
+  if (kinds[index] == res_kind::constant) {
+    for (std::size_t i = 0; i < index; ++i) {
+      if (kinds[i] == res_kind::constant) return no_static_offset;
+    }
+    return 0;
+  }
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < index; ++i) {
+    if (kinds[i] == res_kind::shared_sized_at_run_time) return no_static_offset;
+    if (kinds[i] == res_kind::shared_fixed) total = (total + aligns[i] - 1) / aligns[i] * aligns[i] + bytes[i];
+  }
+  return (total + aligns[index] - 1) / aligns[index] * aligns[index];
+}
+template <std::size_t I, class... R>
+constexpr std::size_t static_offset() {
+  constexpr res_kind kinds[] = {res_layout<R>::kind...};
+  constexpr std::size_t bytes[] = {res_layout<R>::bytes...}, aligns[] = {res_layout<R>::align...};
+  return static_offset_in(I, kinds, bytes, aligns);
+}
+// What the body gets for resource r, with its offset as a constant where it is known at compile time.
+template <std::size_t Off, class D>
+__device__ auto param_of(const D& r, unsigned char* smem) {
+  if constexpr (Off == no_static_offset) {
+    return r.param(smem);
+  } else {
+    D fixed = r;
+    fixed.offset = Off;  // the value the host wrote, as a constant
+    return fixed.param(smem);
+  }
+}
+
 template <body_kind Kind, class Body, class... R, std::size_t... I>
 __device__ void run_block(const Body& body, const dev_desc<R...>& d, std::index_sequence<I...>) {
   (get<I>(d).fill(dynamic_shared), ...);
   if constexpr ((fills_shared<R> || ...)) __syncthreads();
   const dim3 tid = to_dim3(threadIdx), bid = to_dim3(blockIdx), bdim = to_dim3(blockDim), gdim = to_dim3(gridDim);
   if constexpr (Kind == body_kind::clocked) {
-    body(clocked_thread(tid, bid, bdim, gdim, nullptr), get<I>(d).param(dynamic_shared)...);
+    body(clocked_thread(tid, bid, bdim, gdim, nullptr),
+         param_of<static_offset<I, R...>()>(get<I>(d), dynamic_shared)...);
   } else if constexpr (Kind == body_kind::block) {
-    body(thread_block(bid, bdim, gdim, nullptr), get<I>(d).param(dynamic_shared)...);
+    body(thread_block(bid, bdim, gdim, nullptr), param_of<static_offset<I, R...>()>(get<I>(d), dynamic_shared)...);
   } else {
-    body(thread_handle(tid, bid, bdim, gdim), get<I>(d).param(dynamic_shared)...);
+    body(thread_handle(tid, bid, bdim, gdim), param_of<static_offset<I, R...>()>(get<I>(d), dynamic_shared)...);
   }
 }
 
@@ -371,6 +439,13 @@ void launch_parts(place p, const Shape& shape, const void* body, const std::tupl
   launch_layout layout;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((ctx.slots[I] = lay_out(layout, std::get<I>(res))), ...);
+    // The device side takes the offsets it can know at compile time as constants (static_offset, run_block).
+    const bool as_compiled =
+        ((static_offset<I, R...>() == no_static_offset || static_offset<I, R...>() == ctx.slots[I].offset) && ...);
+    if (!as_compiled) {
+      throw std::logic_error("apgas: internal error: a kernel resource's offset differs from the one its device code "
+                             "was compiled with (cuda/kernel.cuh: static_offset and lay_out disagree)");
+    }
   }(std::index_sequence_for<R...>{});
 
   gpu_kernel_request r;
