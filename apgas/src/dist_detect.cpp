@@ -1,6 +1,8 @@
 // The failure detector (docs/decisions/0013-faults-and-limits.md): a place that dies is noticed by every other
 // place, which then stops with exit code 3 and a message naming the dead place (the promise of runtime.hpp), instead
-// of waiting forever for a finish that cannot end. Three sources, all on one detector thread per process:
+// of waiting forever for a finish that cannot end. Three sources, all on one detector thread per process (which never
+// calls the transport itself: heartbeats and notices go out from threads of their own, since a send may not return
+// when a peer died under it):
 //  - the transport's own errors (poll_hook, dist_life.cpp): fatal as before;
 //  - peers on this host: their process (pid and start time, exchanged at start-up) is looked up in /proc at every
 //    tick; a process that has ended (or is a zombie) is a dead place at once;
@@ -63,6 +65,22 @@ struct detector {
   std::condition_variable cv;
   bool stop = false;
   std::thread thread;
+  std::shared_ptr<struct beater> beats;  // the heartbeats' own thread (below)
+};
+
+// Heartbeats go out from a thread of their own, never from the detector's: a send may not return (libfabric 1.17's
+// shm provider spins on a lock in the receiver's region, which a peer killed meanwhile holds for good), and the
+// detector must still count silence, look at processes and stop the place. The state is shared with that thread,
+// which is left behind (detached) if it is stuck in a send when the detector stops.
+struct beater {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::uint8_t> wanted;  // (mutex) a heartbeat for that peer is due
+  bool any = false;                  // (mutex) some heartbeat is due
+  bool stop = false;                 // (mutex)
+  bool ended = false;                // (mutex) the thread has returned
+  std::atomic<std::uint64_t> seq{0};  // heartbeat sends begun, odd while one runs
+  std::atomic<int> to{-1};            // the peer of the send in progress
 };
 // Read by every worker that sends, receives or polls; detector_stop unpublishes it while they may still be polling,
 // so the record itself is deleted only by detector_free, once the workers are gone.
@@ -121,30 +139,76 @@ void claim_the_stop() {
   end_process(3);
 }
 
-// Stops this place. The place that noticed the death first also tells the others which place died (so that a place
-// that sees this one end next does not name it instead), and gives its workers a moment to send that.
-[[noreturn]] void declare_dead(int rank, int dead, const std::string& why, bool tell_others = true) {
-  claim_the_stop();
-  std::fprintf(stderr, "apgas: place %d: place %d is dead (%s); stopping this place (exit code 3)\n", rank, dead,
-               why.c_str());
-  if (tell_others && g_dist != nullptr) {
-    // The dead place too, last (a send to it may fail, or hang in a transport): a frozen one that resumes learns why
-    // it stops.
-    for (int i = 1; i <= g_dist->size; ++i) {
-      const int p = (dead + i) % g_dist->size;
-      if (p == rank) continue;
+// Sends every other place's a dead_notice naming `dead`, from a thread of its own, and waits for it at most half a
+// second (a send may not return: see beater); the dead place too, last (a send to it may fail, or hang), unless its
+// process has ended: a frozen one that resumes learns why it stops. Then gives the workers a moment to send what a
+// send only queued.
+void tell_others(int rank, int dead, bool dead_process_ended) {
+  if (g_dist == nullptr) return;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([tp = g_dist->tp, size = g_dist->size, rank, dead, dead_process_ended, done] {
+    for (int i = 1; i <= size; ++i) {
+      const int p = (dead + i) % size;
+      if (p == rank || (p == dead && dead_process_ended)) continue;
       try {
         writer w = message_writer(16);
         w & msg::dead_notice & static_cast<std::int32_t>(dead);
-        g_dist->tp->send(p, w.take());
+        tp->send(p, w.take());
       } catch (...) {  // best effort: that place has its own detector
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    done->store(true, std::memory_order_release);
+  }).detach();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (!done->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+// Stops this place. The place that noticed the death first also tells the others which place died (so that a place
+// that sees this one end next does not name it instead); so does a place told of it, since another may see it end
+// before the first one's notice reaches it.
+[[noreturn]] void declare_dead(int rank, int dead, const std::string& why, bool dead_process_ended = false) {
+  claim_the_stop();
+  std::fprintf(stderr, "apgas: place %d: place %d is dead (%s); stopping this place (exit code 3)\n", rank, dead,
+               why.c_str());
+  tell_others(rank, dead, dead_process_ended);
   obs::emergency_dump("a place died");
   std::fflush(stderr);
   end_process(3, dead);
+}
+
+// The heartbeats' thread: sends those the detector asks for, until it stops.
+void run_beater(std::shared_ptr<beater> b, transport::transport* tp, int rank) {
+  std::unique_lock lock(b->mutex);
+  for (;;) {
+    b->cv.wait(lock, [&] { return b->stop || b->any; });
+    if (b->stop) {
+      b->ended = true;
+      b->cv.notify_all();
+      return;
+    }
+    b->any = false;
+    std::vector<std::uint8_t> due;
+    due.swap(b->wanted);
+    b->wanted.assign(due.size(), 0);
+    lock.unlock();
+    for (std::size_t p = 0; p < due.size(); ++p) {
+      if (due[p] == 0) continue;
+      b->to.store(static_cast<int>(p), std::memory_order_relaxed);
+      b->seq.fetch_add(1, std::memory_order_release);
+      try {
+        tp->send(static_cast<int>(p), {static_cast<std::byte>(msg::heartbeat)});
+      } catch (const transport::peer_error& e) {  // (a send to whichever peer failed in that flush)
+        declare_dead(rank, e.peer(), std::string("the transport lost it: ") + e.what());
+      } catch (const std::exception& e) {
+        declare_dead(rank, static_cast<int>(p), std::string("a heartbeat could not be sent: ") + e.what());
+      }
+      b->seq.fetch_add(1, std::memory_order_release);
+    }
+    lock.lock();
+  }
 }
 
 void run_detector(detector& det) {
@@ -160,6 +224,8 @@ void run_detector(detector& det) {
   auto last = std::chrono::steady_clock::now();
   std::uint64_t stuck_poll = 0;  // the poll in progress at the last tick (poll_seq), and for how long
   double stuck_s = 0;
+  std::uint64_t stuck_beat = 0;  // the same for the heartbeat send in progress (beater::seq)
+  double stuck_beat_s = 0;
   double paused_s = 0;  // the last long pause of this thread, and when it was seen
   auto pause_seen = last;
   std::unique_lock lock(det.mutex);
@@ -194,6 +260,22 @@ void run_detector(detector& det) {
       stuck_poll = seq;
       stuck_s = 0;
     }
+    // A heartbeat send that has not returned for as long (the place no longer tells the others it lives, and cannot
+    // tell them anything else either: that transport is wedged): stop, saying so.
+    if (const std::uint64_t seq = det.beats->seq.load(std::memory_order_acquire); seq % 2 == 1 && seq == stuck_beat) {
+      stuck_beat_s += step;
+      if (stuck_beat_s >= det.stuck_s) {
+        char what[280];
+        std::snprintf(what, sizeof what,
+                      "apgas: place %d: its %s transport has been stuck in a send to place %d for %.1f s "
+                      "(APGAS_CONNECT_TIMEOUT=%d): that place may have died under it; stopping this place (exit code 3)",
+                      d.rank, d.tp->name(), det.beats->to.load(std::memory_order_relaxed), stuck_beat_s, det.stuck_s);
+        stop_place(what, "its transport was stuck");
+      }
+    } else {
+      stuck_beat = seq;
+      stuck_beat_s = 0;
+    }
     for (std::size_t p = 0; p < n; ++p) {
       if (static_cast<int>(p) == d.rank) continue;
       // A peer on this host: its process.
@@ -223,7 +305,7 @@ void run_detector(detector& det) {
             std::this_thread::sleep_for(std::chrono::milliseconds(120));
           }
           declare_dead(d.rank, static_cast<int>(p),
-                       "its process " + std::to_string(g_peers[p].pid) + " on this host has ended");
+                       "its process " + std::to_string(g_peers[p].pid) + " on this host has ended", true);
         }
       }
       // Heartbeats: sent when the peer heard nothing else from us for a while.
@@ -233,13 +315,12 @@ void run_detector(detector& det) {
         quiet[p] += step;
         if (quiet[p] >= heartbeat_every_s) {
           quiet[p] = 0;
-          try {
-            d.tp->send(static_cast<int>(p), {static_cast<std::byte>(msg::heartbeat)});
-          } catch (const transport::peer_error& e) {  // (a send to whichever peer failed in that flush)
-            declare_dead(d.rank, e.peer(), std::string("the transport lost it: ") + e.what());
-          } catch (const std::exception& e) {
-            declare_dead(d.rank, static_cast<int>(p), std::string("a heartbeat could not be sent: ") + e.what());
+          {
+            std::lock_guard beat_lock(det.beats->mutex);
+            det.beats->wanted[p] = 1;
+            det.beats->any = true;
           }
+          det.beats->cv.notify_one();
         }
       }
       // Silence, counted only while this place listened.
@@ -282,6 +363,18 @@ void stop_on_transport_failure(const std::exception& e, const std::string& what)
   if (const auto* pe = dynamic_cast<const transport::peer_error*>(&e); pe != nullptr && pe->peer() != rank) {
     declare_dead(rank, pe->peer(), std::string("the transport lost it: ") + e.what());
   }
+  // A failure that names no peer (libfabric's failed receives name none) most likely comes from a peer's death: a
+  // peer on this host whose process has ended, or ends within a moment, is named (else the others, seeing this place
+  // end, would name it instead of the dead one).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  do {
+    std::string why;
+    if (const int dead = dead_local_peer(rank, why); dead >= 0) {
+      declare_dead(rank, dead, why + "; at this place, " + what + ": " + e.what(), true);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < until);
+  claim_the_stop();
   std::fprintf(stderr, "apgas: place %d: %s: %s\n", rank, what.c_str(), e.what());
   obs::emergency_dump("its transport failed");
   std::fflush(stderr);
@@ -296,7 +389,7 @@ void dead_place_reported(int src, int dead) {
                    "network cut?); stopping this place (exit code 3)",
                "declared dead by another place");
   }
-  declare_dead(g_dist->rank, dead, "reported by place " + std::to_string(src), false);
+  declare_dead(g_dist->rank, dead, "reported by place " + std::to_string(src));
 }
 
 void set_peer_identities(std::vector<peer_identity> peers) {
@@ -348,6 +441,9 @@ void detector_start(dist_state& d, int timeout_s, int stuck_s) {
     det->heard[static_cast<std::size_t>(p)].store(1, std::memory_order_relaxed);  // start-up counts as traffic
     det->sent[static_cast<std::size_t>(p)].store(0, std::memory_order_relaxed);
   }
+  det->beats = std::make_shared<beater>();
+  det->beats->wanted.assign(static_cast<std::size_t>(d.size), 0);
+  std::thread(run_beater, det->beats, d.tp, d.rank).detach();  // (ends when told to stop, or is left stuck)
   g_detector.store(det, std::memory_order_release);
   det->thread = std::thread([det] { run_detector(*det); });
 }
@@ -361,6 +457,14 @@ void detector_stop() {
   }
   det->cv.notify_all();
   det->thread.join();
+  {
+    // The heartbeats' thread ends before the run does (a send of it during the final barrier would be the next run's
+    // business), unless it is stuck in a send: then it is left there, the transport being wedged anyway.
+    std::unique_lock lock(det->beats->mutex);
+    det->beats->stop = true;
+    det->beats->cv.notify_all();
+    det->beats->cv.wait_for(lock, std::chrono::seconds(1), [det] { return det->beats->ended; });
+  }
   g_retired = det;
 }
 
