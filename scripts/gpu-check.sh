@@ -301,15 +301,25 @@ done
 for b in $(wanted trace && echo mri_q sad tpacf cp); do
   ours="$build/samples/parboil/$b/apgas_parboil_$b"
   native="$build/samples/parboil/$b/parboil_${b}_native"
-  [[ -x "$ours" && -x "$native" ]] || continue
+  if [[ ! -x "$ours" || ! -x "$native" ]]; then
+    row "CUDA_MODULE_LOADING=... apgas_parboil_$b, parboil_${b}_native" "not in this build" "—" skipped
+    continue
+  fi
   for mode in LAZY EAGER; do
     run_step 30 "$work/loading_${b}_$mode.log" env CUDA_MODULE_LOADING=$mode APGAS_NTHREADS="$(nproc)" APGAS_GPUS=0 \
       "$ours" --no-check
+    rc_ours=$?
     run_step 30 "$work/loading_${b}_native_$mode.log" env CUDA_MODULE_LOADING=$mode "$native" --no-check
+    rc_native=$?
     o=$(grep -o 'time_s=[0-9.e-]*' "$work/loading_${b}_$mode.log" | head -1)
     n=$(grep -o 'time_s=[0-9.e-]*' "$work/loading_${b}_native_$mode.log" | head -1)
-    row "CUDA_MODULE_LOADING=$mode apgas_parboil_$b, parboil_${b}_native" "ours ${o#time_s=} s, native ${n#time_s=} s" \
-      "—" reported
+    if [[ $rc_ours -eq 0 && $rc_native -eq 0 && -n "$o" && -n "$n" ]]; then
+      row "CUDA_MODULE_LOADING=$mode apgas_parboil_$b, parboil_${b}_native" "ours ${o#time_s=} s, native ${n#time_s=} s" \
+        "—" reported
+    else
+      row "CUDA_MODULE_LOADING=$mode apgas_parboil_$b, parboil_${b}_native" \
+        "exit $rc_ours / $rc_native (124: out of time): $work/loading_${b}_*$mode.log" "—" FAIL
+    fi
   done
 done
 parboil="$root/samples/parboil/parboil_table.sh"

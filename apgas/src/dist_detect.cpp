@@ -58,6 +58,7 @@ struct detector {
   std::unique_ptr<std::atomic<std::uint8_t>[]> heard;  // any traffic from the peer since the last tick
   std::unique_ptr<std::atomic<std::uint8_t>[]> sent;   // any message to the peer since its last heartbeat check
   std::atomic<std::uint8_t> polled{0};                 // this place polled its transport since the last tick
+  std::atomic<bool> judge_silence{true};               // false once this place acknowledged the shut-down
   // The poll in progress: a number of polls begun, odd while one runs (one poller at a time: the hooks' lock). Two
   // relaxed stores a poll, no clock read: polls come back to back on idle workers.
   std::atomic<std::uint64_t> poll_seq{0};
@@ -326,7 +327,7 @@ void run_detector(detector& det) {
       // Silence, counted only while this place listened.
       if (det.heard[p].exchange(0, std::memory_order_acq_rel) != 0) {
         silent[p] = 0;
-      } else if (polled) {
+      } else if (polled && det.judge_silence.load(std::memory_order_relaxed)) {
         silent[p] += step;
         if (silent[p] >= det.timeout_s) {
           char what[160];
@@ -466,6 +467,10 @@ void detector_stop() {
     det->beats->cv.wait_for(lock, std::chrono::seconds(1), [det] { return det->beats->ended; });
   }
   g_retired = det;
+}
+
+void detector_ignore_silence() {
+  if (detector* det = g_detector.load(std::memory_order_acquire)) det->judge_silence.store(false);
 }
 
 void detector_free() {

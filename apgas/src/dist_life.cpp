@@ -209,6 +209,7 @@ void dist_start(transport::transport& tp, int heartbeat_timeout_s, int connect_t
     d->hook = add_progress_hook(&poll_hook, d);
     detector_start(*d, heartbeat_timeout_s, connect_timeout_s);
     d->watched = heartbeat_timeout_s > 0;  // (detector_start's condition)
+    d->connect_s = connect_timeout_s;
   }
 }
 
@@ -232,6 +233,7 @@ void dist_shutdown_others(int code) {
        acks = d.shutdown_acks.load(std::memory_order_acquire)) {
     d.shutdown_acks.wait(acks, std::memory_order_acquire);
   }
+  detector_ignore_silence();  // (the others go silent as they have the go)
   for (int p = 1; p < d.size; ++p) {
     writer w = message_writer(16);
     w & msg::shutdown_go;
@@ -250,7 +252,22 @@ int dist_wait_shutdown() {
     writer w = message_writer(16);
     w & msg::shutdown_ack;
     send(0, std::move(w));
-    while (!d.shutdown_go.load(std::memory_order_acquire)) d.shutdown_go.wait(false, std::memory_order_acquire);
+    // From here silence is no death: place 0 stops polling once it has sent the go, which may then wait in its
+    // transport until the final barrier (as may another place, gone silent with the go in hand). Place 0 judges
+    // everyone until the last ack, and tells this place of a death it finds; the go's wait has its own deadline.
+    detector_ignore_silence();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(d.connect_s);
+    while (!d.shutdown_go.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() >= until) {
+        std::fprintf(stderr,
+                     "apgas: shut-down failed: place %d: place 0 did not let it go on within %d s of its "
+                     "acknowledgement (APGAS_CONNECT_TIMEOUT): place 0 exited, stopped, or cannot be reached\n",
+                     d.rank, d.connect_s);
+        std::fflush(stderr);
+        end_process(3);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   return code;
 }

@@ -187,6 +187,7 @@ struct dist_state final : transport::handler {
   // The shut-down handshake, made while the failure detector watches (dist_life.cpp): the acknowledgements place 0
   // has, and place 0's go at the others.
   bool watched = false;  // the failure detector runs (every place agrees: place 0's heartbeat timeout decides)
+  int connect_s = 0;     // APGAS_CONNECT_TIMEOUT: how long a place waits for place 0's go
   std::atomic<int> shutdown_acks{0};
   std::atomic<bool> shutdown_go{false};
 
@@ -272,6 +273,9 @@ int dead_local_peer(int rank, std::string& why);
 // timeout_s 0: off; stuck_s: how long one poll of the transport may last (APGAS_CONNECT_TIMEOUT)
 void detector_start(dist_state& d, int timeout_s, int stuck_s);
 void detector_stop();  // stops the thread; the record stays until detector_free
+/// From now on silence is no death (a place that acknowledged the shut-down: place 0, and the places that have had
+/// its go, go silent one by one); ended processes still are, and notices.
+void detector_ignore_silence();
 void detector_free();  // after the workers are gone (dist_finalize)
 void note_heard(int src) noexcept;  // any traffic from src
 void note_sent(int dst) noexcept;   // any message to dst

@@ -106,8 +106,22 @@ void static_offsets_match_the_host_layout() {
   EXPECT_NE(what.find("cudaGetFuncBySymbol"), std::string::npos) << what;
 }
 
+// A shared array of compile-time size made by hand with another size is the caller's error, and says so (the device
+// code is compiled for N).
+void a_hand_made_fixed_size_array_of_another_size_is_refused() {
+  const apgas::place gpu = apgas::here().children()[0];
+  const std::string what =
+      refusal(gpu, apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared_array<float, 7, true>{5, 0.0f},
+                                      [] APGAS_KERNEL(apgas::thread_block, apgas::shared_span<float, 7>) {}));
+  EXPECT_NE(what.find("a shared_array<T, 7> of 5 elements: make it with apgas::shared<T, 7>()"), std::string::npos)
+      << what;
+}
+
 TEST_F(FakeGpu, TheSharedOffsetsCompiledIntoTheKernelAreTheLaunchs) {
-  run_gpu(gpu_config(), [] { static_offsets_match_the_host_layout(); });
+  run_gpu(gpu_config(), [] {
+    static_offsets_match_the_host_layout();
+    a_hand_made_fixed_size_array_of_another_size_is_refused();
+  });
 }
 
 }  // namespace

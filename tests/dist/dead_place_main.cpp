@@ -33,6 +33,9 @@
 // provider a survivor's send could spin for ever on a lock the victim held in its region (the detector's own
 // heartbeat or notice among them: nobody stopped), and on tcp a failed receive, which names no peer, stopped place 0
 // without naming the victim (the others then named place 0).
+// With "slow_end" nobody dies: place 0's place-local object takes twice the heartbeat timeout to destroy at the end
+// of the run, after place 0 let the others go on (its go may wait in its transport meanwhile): nobody may be taken
+// for dead.
 // Each line the victim prints carries the time (CLOCK_REALTIME), so that the detection time can be measured.
 #include <apgas/apgas.hpp>
 
@@ -136,6 +139,20 @@ int main(int argc, char** argv) {
     });
     std::printf("apgas::run returned %d: the dead place was not noticed\n", rc);
     return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "slow_end") == 0) {
+    struct slow {
+      int at = -1;
+      ~slow() {
+        const char* t = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
+        if (at == 0) std::this_thread::sleep_for(std::chrono::seconds(2 * (t != nullptr ? std::atoi(t) : 5)));
+      }
+    };
+    const int rc = apgas::run(argc, argv, [] {
+      (void)apgas::make_place_local<slow>(apgas::places(), [] { return slow{apgas::here().id()}; });
+    });
+    std::printf("slow_end: the run ended with %d\n", rc);
+    return rc;
   }
   if (argc > 1 && std::strcmp(argv[1], "busy") == 0) {
     const int rc = apgas::run(argc, argv, [] {

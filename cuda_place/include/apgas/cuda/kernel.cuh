@@ -359,6 +359,12 @@ inline constexpr std::size_t shared_align = shared_alignment<T>();
 
 template <class T, std::size_t N, bool Fill>
 resource_slot lay_out(launch_layout& l, const shared_array<T, N, Fill>& r) {
+  if (N != std::dynamic_extent && r.n != N) {  // (a hand-made aggregate: the device code is compiled for N)
+    throw kernel_launch_error(1 /* CUDA_ERROR_INVALID_VALUE */,
+                              "apgas::cuda_kernel: a shared_array<T, " + std::to_string(N) + "> of " +
+                                  std::to_string(r.n) + " elements: make it with apgas::shared<T, " +
+                                  std::to_string(N) + ">() or apgas::shared_uninit<T, " + std::to_string(N) + ">()");
+  }
   return {l.place_shared(r.n, sizeof(T), shared_align<T>), -1};
 }
 template <class T>
