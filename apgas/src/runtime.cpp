@@ -184,7 +184,8 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   try {
     tp = &transport_for_run(connect_s);
   } catch (const config_error& e) {
-    std::fprintf(stderr, "apgas: %s\n", e.what());
+    // (an invalid configuration said why already: a bad APGAS_TRANSPORT is refused by both, in other words)
+    if (valid) std::fprintf(stderr, "apgas: %s\n", e.what());
     return 2;
   } catch (const error& e) {
     std::fprintf(stderr, "apgas: start-up failed: %s\n", e.what());
