@@ -263,8 +263,8 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         break;
       }
       case msg::shutdown_ack:
+        if (acked != nullptr && src >= 0 && src < size) acked[static_cast<std::size_t>(src)].store(1);
         shutdown_acks.fetch_add(1, std::memory_order_acq_rel);
-        shutdown_acks.notify_all();
         break;
       case msg::shutdown_go:
         shutdown_go.store(true, std::memory_order_release);

@@ -210,6 +210,7 @@ void dist_start(transport::transport& tp, int heartbeat_timeout_s, int connect_t
     detector_start(*d, heartbeat_timeout_s, connect_timeout_s);
     d->watched = heartbeat_timeout_s > 0;  // (detector_start's condition)
     d->connect_s = connect_timeout_s;
+    d->acked = std::make_unique<std::atomic<std::uint8_t>[]>(static_cast<std::size_t>(d->size));
   }
 }
 
@@ -229,9 +230,24 @@ void dist_shutdown_others(int code) {
     send(p, std::move(w));
   }
   if (!d.watched) return;
-  for (int acks = d.shutdown_acks.load(std::memory_order_acquire); acks < d.size - 1;
-       acks = d.shutdown_acks.load(std::memory_order_acquire)) {
-    d.shutdown_acks.wait(acks, std::memory_order_acquire);
+  // The detector names a place that died meanwhile; a place alive that does not answer (heartbeats, no ack) stops
+  // the run at the connect timeout, named.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(d.connect_s);
+  while (d.shutdown_acks.load(std::memory_order_acquire) < d.size - 1) {
+    if (std::chrono::steady_clock::now() >= until) {
+      std::string silent;
+      for (int p = 1; p < d.size; ++p) {
+        if (d.acked[static_cast<std::size_t>(p)].load() != 0) continue;
+        silent += (silent.empty() ? "" : ", ") + std::to_string(p);
+      }
+      std::fprintf(stderr,
+                   "apgas: shut-down failed: place 0: place(s) %s did not acknowledge the shut-down within %d s "
+                   "(APGAS_CONNECT_TIMEOUT)\n",
+                   silent.c_str(), d.connect_s);
+      std::fflush(stderr);
+      end_process(3);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   detector_ignore_silence();  // (the others go silent as they have the go)
   for (int p = 1; p < d.size; ++p) {

@@ -189,6 +189,7 @@ struct dist_state final : transport::handler {
   bool watched = false;  // the failure detector runs (every place agrees: place 0's heartbeat timeout decides)
   int connect_s = 0;     // APGAS_CONNECT_TIMEOUT: how long a place waits for place 0's go
   std::atomic<int> shutdown_acks{0};
+  std::unique_ptr<std::atomic<std::uint8_t>[]> acked;  // place 0: by place, its acknowledgement came (dist_start)
   std::atomic<bool> shutdown_go{false};
 
   // Large messages (dist_large.cpp). piece_bytes: messages larger than this go by rendezvous in pieces of this size.
