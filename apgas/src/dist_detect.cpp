@@ -140,7 +140,7 @@ void claim_the_stop() {
   end_process(3);
 }
 
-// Sends every other place's a dead_notice naming `dead`, from a thread of its own, and waits for it at most half a
+// Sends every other place a dead_notice naming `dead`, from a thread of its own, and waits for it at most half a
 // second (a send may not return: see beater); the dead place too, last (a send to it may fail, or hang), unless its
 // process has ended: a frozen one that resumes learns why it stops. Then gives the workers a moment to send what a
 // send only queued.
