@@ -294,17 +294,17 @@ void run_detector(detector& det) {
         }
         if (!alive || start != g_peers[p].start) {
           // That peer may have ended because it found another place dead, and told this one (dead_notice) before
-          // it did: if no worker polled since the last tick (all computing), the notice waits in the transport,
-          // maybe behind other messages. A thread of its own polls for it for 100 ms (the notice's handler stops
+          // it did: the notice may wait in the transport, maybe behind other messages (the workers all compute, or
+          // this place was stopped a moment). A thread of its own polls for it for 100 ms (the notice's handler stops
           // this place, naming the place it names; the transport's poll delivers from any thread), not this one: a
           // poll may get stuck in the transport, and this thread must still stop the place.
-          if (!polled) {
-            std::thread([] {
-              const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-              while (std::chrono::steady_clock::now() < until) poll_progress();
-            }).detach();
-            std::this_thread::sleep_for(std::chrono::milliseconds(120));
-          }
+          // Always, not only when no worker polled since the last tick: that poll may have come before the notice
+          // (a place stopped or starved a moment found its neighbour ended, and named it).
+          std::thread([] {
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+            while (std::chrono::steady_clock::now() < until) poll_progress();
+          }).detach();
+          std::this_thread::sleep_for(std::chrono::milliseconds(120));
           declare_dead(d.rank, static_cast<int>(p),
                        "its process " + std::to_string(g_peers[p].pid) + " on this host has ended", true);
         }
@@ -381,6 +381,8 @@ void stop_on_transport_failure(const std::exception& e, const std::string& what)
   std::fflush(stderr);
   end_process(3);
 }
+
+void declare_place_dead(int dead, const std::string& why) { declare_dead(g_dist->rank, dead, why); }
 
 void dead_place_reported(int src, int dead) {
   if (g_dist == nullptr) end_process(3, dead);

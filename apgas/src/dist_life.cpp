@@ -3,6 +3,7 @@
 // polls the transport, shut-down and finalization.
 #include "dist_state.hpp"
 #include "runtime.hpp"
+#include "scheduler.hpp"  // poll_progress
 
 #include "obs.hpp"
 
@@ -209,7 +210,7 @@ void dist_start(transport::transport& tp, int heartbeat_timeout_s, int connect_t
     d->hook = add_progress_hook(&poll_hook, d);
     detector_start(*d, heartbeat_timeout_s, connect_timeout_s);
     d->watched = heartbeat_timeout_s > 0;  // (detector_start's condition)
-    d->connect_s = connect_timeout_s;
+    d->handshake_s = connect_timeout_s + heartbeat_timeout_s;
     d->acked = std::make_unique<std::atomic<std::uint8_t>[]>(static_cast<std::size_t>(d->size));
   }
 }
@@ -232,20 +233,17 @@ void dist_shutdown_others(int code) {
   if (!d.watched) return;
   // The detector names a place that died meanwhile; a place alive that does not answer (heartbeats, no ack) stops
   // the run at the connect timeout, named.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(d.connect_s);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(d.handshake_s);
   while (d.shutdown_acks.load(std::memory_order_acquire) < d.size - 1) {
     if (std::chrono::steady_clock::now() >= until) {
-      std::string silent;
-      for (int p = 1; p < d.size; ++p) {
-        if (d.acked[static_cast<std::size_t>(p)].load() != 0) continue;
-        silent += (silent.empty() ? "" : ", ") + std::to_string(p);
+      poll_progress();  // (an acknowledgement this place's own pause kept it from reading)
+      if (d.shutdown_acks.load(std::memory_order_acquire) == d.size - 1) break;
+      int first = -1;
+      for (int p = 1; p < d.size && first < 0; ++p) {
+        if (d.acked[static_cast<std::size_t>(p)].load() == 0) first = p;
       }
-      std::fprintf(stderr,
-                   "apgas: shut-down failed: place 0: place(s) %s did not acknowledge the shut-down within %d s "
-                   "(APGAS_CONNECT_TIMEOUT)\n",
-                   silent.c_str(), d.connect_s);
-      std::fflush(stderr);
-      end_process(3);
+      declare_place_dead(first, "it did not acknowledge the shut-down within " + std::to_string(d.handshake_s) +
+                                    " s (APGAS_CONNECT_TIMEOUT + APGAS_HEARTBEAT_TIMEOUT) while it sent heartbeats");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -272,15 +270,14 @@ int dist_wait_shutdown() {
     // transport until the final barrier (as may another place, gone silent with the go in hand). Place 0 judges
     // everyone until the last ack, and tells this place of a death it finds; the go's wait has its own deadline.
     detector_ignore_silence();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(d.connect_s);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(d.handshake_s);
     while (!d.shutdown_go.load(std::memory_order_acquire)) {
       if (std::chrono::steady_clock::now() >= until) {
-        std::fprintf(stderr,
-                     "apgas: shut-down failed: place %d: place 0 did not let it go on within %d s of its "
-                     "acknowledgement (APGAS_CONNECT_TIMEOUT): place 0 exited, stopped, or cannot be reached\n",
-                     d.rank, d.connect_s);
-        std::fflush(stderr);
-        end_process(3);
+        // Named, and the others told (a place that ends without a word is taken for the dead one by its
+        // neighbours).
+        declare_place_dead(0, "it did not let this place go on within " + std::to_string(d.handshake_s) +
+                                  " s of its acknowledgement of the shut-down (APGAS_CONNECT_TIMEOUT + "
+                                  "APGAS_HEARTBEAT_TIMEOUT): it exited, stopped, or cannot be reached");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }

@@ -187,7 +187,8 @@ struct dist_state final : transport::handler {
   // The shut-down handshake, made while the failure detector watches (dist_life.cpp): the acknowledgements place 0
   // has, and place 0's go at the others.
   bool watched = false;  // the failure detector runs (every place agrees: place 0's heartbeat timeout decides)
-  int connect_s = 0;     // APGAS_CONNECT_TIMEOUT: how long a place waits for place 0's go
+  int handshake_s = 0;   // how long the handshake's waits last: APGAS_CONNECT_TIMEOUT + APGAS_HEARTBEAT_TIMEOUT
+                         // (longer than the detector's own bounds: a stuck poll, a silent peer is named first)
   std::atomic<int> shutdown_acks{0};
   std::unique_ptr<std::atomic<std::uint8_t>[]> acked;  // place 0: by place, its acknowledgement came (dist_start)
   std::atomic<bool> shutdown_go{false};
@@ -277,6 +278,8 @@ void detector_stop();  // stops the thread; the record stays until detector_free
 /// From now on silence is no death (a place that acknowledged the shut-down: place 0, and the places that have had
 /// its go, go silent one by one); ended processes still are, and notices.
 void detector_ignore_silence();
+/// Stops this place (exit code 3) naming `dead` and why, and tells the others (dist_detect.cpp's declare_dead).
+[[noreturn]] void declare_place_dead(int dead, const std::string& why);
 void detector_free();  // after the workers are gone (dist_finalize)
 void note_heard(int src) noexcept;  // any traffic from src
 void note_sent(int dst) noexcept;   // any message to dst

@@ -272,17 +272,18 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   } else {
     code = dist_wait_shutdown();
   }
-  dist_stop();
-  // From here the failure detector is off: the watchdog stops this place if another one dies before the final
-  // barrier, or if the final barrier does not come within the deadline: APGAS_CONNECT_TIMEOUT, ten times that while
-  // a trace is gathered (that may take long; without a deadline a place that froze, or died on another host, left
-  // the others waiting for ever).
+  // From dist_stop on the failure detector is off: the watchdog stops this place if another one dies before the
+  // final barrier, or if the final barrier does not come within the deadline: APGAS_CONNECT_TIMEOUT, ten times that
+  // while a trace is gathered (that may take long; without a deadline a place that froze, or died on another host,
+  // left the others waiting for ever). Armed first: dist_stop itself waits for a poll to end (removing the progress
+  // hook), and a poll stuck in the transport would hold it for ever.
   if (tp->size() > 1) {
     shutdown_watchdog_arm(obs::on(obs::cat_all) ? 10 * cfg.connect_timeout_s : cfg.connect_timeout_s,
                           heartbeat_s > 0 ? heartbeat_s : -1,
                           obs::on(obs::cat_all) ? "10 x APGAS_CONNECT_TIMEOUT, a trace being gathered"
                                                 : "APGAS_CONNECT_TIMEOUT");
   }
+  dist_stop();
   gpu_stop();
   sched.reset();  // stop and join the workers
   place_local_end_of_run();
