@@ -219,10 +219,10 @@ bool dist_multi_host() noexcept { return g_dist != nullptr && g_dist->size > 1; 
 
 // The shut-down handshake, while the failure detector still runs: place 0 sends every place its shutdown message
 // and waits for each one's acknowledgement, then lets them all go on (shutdown_go). A place that died shortly before
-// the main activity ended (within the heartbeat timeout: nothing had noticed yet) is so named by the detector, at
-// every place, within the heartbeat timeout; without the handshake the others went on into the final barrier, where
-// no detector runs, and waited for it until the connect timeout, unable to name it unless it was on their host.
-// Without a detector (APGAS_HEARTBEAT_TIMEOUT=0) there is no handshake: nothing would bound the wait.
+// the main activity ended (within the heartbeat timeout: nothing had noticed yet) is so named by place 0's detector
+// within the heartbeat timeout, and place 0 tells the others; without the handshake they went on into the final
+// barrier, where no detector runs, and waited for it until the connect timeout, unable to name it unless it was on
+// their host. Without a detector (APGAS_HEARTBEAT_TIMEOUT=0) there is no handshake.
 void dist_shutdown_others(int code) {
   dist_state& d = *g_dist;
   for (int p = 1; p < d.size; ++p) {
@@ -231,8 +231,8 @@ void dist_shutdown_others(int code) {
     send(p, std::move(w));
   }
   if (!d.watched) return;
-  // The detector names a place that died meanwhile; a place alive that does not answer (heartbeats, no ack) stops
-  // the run at the connect timeout, named.
+  // The detector names a place that died meanwhile; one that lives but does not answer (heartbeats, no ack) is
+  // declared dead after APGAS_CONNECT_TIMEOUT + APGAS_HEARTBEAT_TIMEOUT.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(d.handshake_s);
   while (d.shutdown_acks.load(std::memory_order_acquire) < d.size - 1) {
     if (std::chrono::steady_clock::now() >= until) {
