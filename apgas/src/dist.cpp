@@ -267,8 +267,7 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         shutdown_acks.fetch_add(1, std::memory_order_acq_rel);
         break;
       case msg::shutdown_go:
-        shutdown_go.store(true, std::memory_order_release);
-        shutdown_go.notify_all();
+        shutdown_go.store(true, std::memory_order_release);  // (dist_wait_shutdown looks every millisecond)
         break;
       case msg::team_contrib: deliver_team(r, src, bytes); break;
       case msg::dead_notice: {

@@ -212,6 +212,18 @@ void run_beater(std::shared_ptr<beater> b, transport::transport* tp, int rank) {
   }
 }
 
+// How long one call (a poll, a send) has been in progress: its sequence number (odd while one runs) seen at the last
+// tick, and the detector time since; stuck() adds a tick's step while the same call runs, else starts again at 0.
+struct call_watch {
+  std::uint64_t seq = 0;
+  double s = 0;
+  double stuck(std::uint64_t now, double step) {
+    if (now % 2 == 1 && now == seq) return s += step;
+    seq = now;
+    return s = 0;
+  }
+};
+
 void run_detector(detector& det) {
   dist_state& d = *det.d;
   const auto tick = std::chrono::milliseconds(50);
@@ -223,10 +235,7 @@ void run_detector(detector& det) {
   std::vector<double> quiet(n, 0.0);    // seconds since this place last sent the peer anything
   const std::uint64_t my_host = g_peers.empty() ? 0 : g_peers[static_cast<std::size_t>(d.rank)].host;
   auto last = std::chrono::steady_clock::now();
-  std::uint64_t stuck_poll = 0;  // the poll in progress at the last tick (poll_seq), and for how long
-  double stuck_s = 0;
-  std::uint64_t stuck_beat = 0;  // the same for the heartbeat send in progress (beater::seq)
-  double stuck_beat_s = 0;
+  call_watch poll_watch, beat_watch;  // the poll in progress (poll_seq), the heartbeat send in progress (beater::seq)
   double paused_s = 0;  // the last long pause of this thread, and when it was seen
   auto pause_seen = last;
   std::unique_lock lock(det.mutex);
@@ -247,35 +256,25 @@ void run_detector(detector& det) {
     // A poll that has not returned for APGAS_CONNECT_TIMEOUT: the transport is stuck in a call (Open MPI's tcp
     // transport can deadlock in itself when a peer dies under it), and no silence is counted while nobody polls:
     // stop, saying so. Counted in detector steps, as silence is (a process stopped meanwhile is not stuck).
-    if (const std::uint64_t seq = det.poll_seq.load(std::memory_order_relaxed); seq % 2 == 1 && seq == stuck_poll) {
-      stuck_s += step;
-      if (stuck_s >= det.stuck_s) {
-        char what[240];
-        std::snprintf(what, sizeof what,
-                      "apgas: place %d: its %s transport has been stuck in one call for %.1f s (APGAS_CONNECT_TIMEOUT="
-                      "%d): a peer may have died under it; stopping this place (exit code 3)",
-                      d.rank, d.tp->name(), stuck_s, det.stuck_s);
-        stop_place(what, "its transport was stuck");
-      }
-    } else {
-      stuck_poll = seq;
-      stuck_s = 0;
+    if (const double stuck_s = poll_watch.stuck(det.poll_seq.load(std::memory_order_relaxed), step);
+        stuck_s >= det.stuck_s) {
+      char what[240];
+      std::snprintf(what, sizeof what,
+                    "apgas: place %d: its %s transport has been stuck in one call for %.1f s (APGAS_CONNECT_TIMEOUT="
+                    "%d): a peer may have died under it; stopping this place (exit code 3)",
+                    d.rank, d.tp->name(), stuck_s, det.stuck_s);
+      stop_place(what, "its transport was stuck");
     }
     // A heartbeat send that has not returned for as long (the place no longer tells the others it lives, and cannot
     // tell them anything else either: that transport is wedged): stop, saying so.
-    if (const std::uint64_t seq = det.beats->seq.load(std::memory_order_acquire); seq % 2 == 1 && seq == stuck_beat) {
-      stuck_beat_s += step;
-      if (stuck_beat_s >= det.stuck_s) {
-        char what[280];
-        std::snprintf(what, sizeof what,
-                      "apgas: place %d: its %s transport has been stuck in a send to place %d for %.1f s "
-                      "(APGAS_CONNECT_TIMEOUT=%d): that place may have died under it; stopping this place (exit code 3)",
-                      d.rank, d.tp->name(), det.beats->to.load(std::memory_order_relaxed), stuck_beat_s, det.stuck_s);
-        stop_place(what, "its transport was stuck");
-      }
-    } else {
-      stuck_beat = seq;
-      stuck_beat_s = 0;
+    if (const double stuck_beat_s = beat_watch.stuck(det.beats->seq.load(std::memory_order_acquire), step);
+        stuck_beat_s >= det.stuck_s) {
+      char what[280];
+      std::snprintf(what, sizeof what,
+                    "apgas: place %d: its %s transport has been stuck in a send to place %d for %.1f s "
+                    "(APGAS_CONNECT_TIMEOUT=%d): that place may have died under it; stopping this place (exit code 3)",
+                    d.rank, d.tp->name(), det.beats->to.load(std::memory_order_relaxed), stuck_beat_s, det.stuck_s);
+      stop_place(what, "its transport was stuck");
     }
     for (std::size_t p = 0; p < n; ++p) {
       if (static_cast<int>(p) == d.rank) continue;
