@@ -100,6 +100,8 @@ std::string parse_gpu_list(const std::string& gpus, std::vector<int>& out) {
 
 void enable_stats() noexcept { g_stats_requested.store(true); }
 
+bool detail::obs::stats_requested() noexcept { return g_stats_requested.load(); }
+
 bool take_stats_option(int& argc, char** argv) noexcept {
   bool found = false;
   int out = 1;

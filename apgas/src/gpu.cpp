@@ -54,18 +54,14 @@ void check_array(place p, int g, std::uintptr_t addr, std::size_t n, std::uint32
 
 // The local index of GPU place p; p must be a GPU place of this host (the templates route other hosts' GPUs).
 int local_gpu(place p, const char* what) {
-  const place_tree& t = tree();
-  if (p.id() < 0 || p.id() >= static_cast<int>(t.all.size())) {
-    throw bad_place_exception(std::string(what) + ": no place with id " + std::to_string(p.id()) + " (there are " +
-                              std::to_string(t.all.size()) + " places)");
-  }
+  check_place(p, what);
   if (!p.is_cuda()) {
     throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(p.id()) + " is not a GPU place");
   }
   if (g_active == nullptr || p.id() < g_first || p.id() >= g_first + g_active->count()) {
     throw illegal_operation_exception(std::string(what) + ": GPU place " + std::to_string(p.id()) +
                                       " belongs to host " + std::to_string(p.parent().id()) + ", not to this host " +
-                                      std::to_string(t.here_host));
+                                      std::to_string(tree().here_host));
   }
   return p.id() - g_first;
 }

@@ -1105,7 +1105,7 @@ void cpu_atomic_note(const void* addr) noexcept {
 // ---- places -------------------------------------------------------------------------------------------------------
 
 void check_kernel_place(place p) {
-  (void)place_of(p.id());
+  check_place(p, "apgas::async_at/at (kernel)");
   require_unrestricted_activity("apgas::async_at/at (kernel)");
 }
 

@@ -172,6 +172,10 @@ std::uint64_t write_json(void* out, const std::vector<place_record>& records, co
                          std::uint32_t mask, bool merged_time_base);
 /// obs_stats.cpp: the statistics table of every place, as place 0 prints it.
 std::string stats_table(const std::vector<place_record>& records, const std::vector<place_info>& places);
+
+/// config.cpp: whether apgas::enable_stats() was called in this process (every later run prints its statistics,
+/// whether its configuration came from the environment or from code).
+bool stats_requested() noexcept;
 /// A closure's or entry's type name, readable: demangled, without apgas's wrappers (task_of<F>, async_entry<F, ...>).
 std::string readable_type_name(const char* mangled);
 

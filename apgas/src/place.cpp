@@ -65,28 +65,28 @@ int num_hosts() noexcept { return detail::tree().num_hosts; }
 
 std::string describe(place p) {
   const auto& t = detail::tree();
-  (void)place_of(p.id());
+  detail::check_place(p, "apgas::describe");
   return t.description[static_cast<std::size_t>(p.id())];
 }
 
 place place_of(int id) {
-  const auto& t = detail::tree();
-  if (id < 0 || id >= static_cast<int>(t.all.size())) {
-    throw bad_place_exception("apgas::place_of: no place with id " + std::to_string(id) + " (there are " +
-                              std::to_string(t.all.size()) + " places, ids 0.." + std::to_string(t.all.size() - 1) +
-                              ")");
-  }
+  detail::check_place(place(id), "apgas::place_of");
   return place(id);
 }
 
 namespace detail {
 
+void check_place(place p, const char* what) {
+  const std::size_t n = tree().all.size();
+  if (p.id() < 0 || static_cast<std::size_t>(p.id()) >= n) {
+    throw bad_place_exception(std::string(what) + ": no place with id " + std::to_string(p.id()) + " (there are " +
+                              std::to_string(n) + " places, ids 0.." + std::to_string(n - 1) + ")");
+  }
+}
+
 bool check_at_target(place p) {
   const auto& t = tree();
-  if (p.id() < 0 || p.id() >= static_cast<int>(t.all.size())) {
-    throw bad_place_exception("apgas: no place with id " + std::to_string(p.id()) + " (there are " +
-                              std::to_string(t.all.size()) + " places)");
-  }
+  check_place(p, "apgas::at/async_at");
   require_unrestricted_activity("apgas::at/async_at");
   if (p.is_cuda()) {
     throw illegal_operation_exception("apgas: place " + std::to_string(p.id()) +

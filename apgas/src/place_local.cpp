@@ -68,13 +68,9 @@ namespace {
 }  // namespace
 
 void place_local_check(std::span<const place> ps, const char* what) {
-  const std::size_t n = all_places().size();
-  std::vector<bool> seen(n, false);
+  std::vector<bool> seen(all_places().size(), false);
   for (const place p : ps) {
-    if (p.id() < 0 || static_cast<std::size_t>(p.id()) >= n) {
-      throw bad_place_exception(std::string(what) + ": no place with id " + std::to_string(p.id()) + " (there are " +
-                                std::to_string(n) + " places)");
-    }
+    check_place(p, what);
     if (!p.is_host()) {
       throw illegal_operation_exception(std::string(what) + ": place " + std::to_string(p.id()) +
                                         " is a GPU place; place-local instances live at host places (apgas::places())");

@@ -161,7 +161,7 @@ void drive(const std::shared_ptr<queue_state>& q) {
 
 std::shared_ptr<queue_state> make_queue(place p) {
   (void)require_activity("apgas::in_order");  // (outside a run, its later use said "made in an earlier run")
-  (void)place_of(p.id());
+  check_place(p, "apgas::in_order");
   if (p.parent().id() != tree().here_host) {
     throw illegal_operation_exception("apgas::in_order: place " + std::to_string(p.id()) +
                                       " belongs to another host; make the queue there (inside at(" +

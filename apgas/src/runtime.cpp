@@ -325,6 +325,11 @@ int run(const config& cfg, function_ref<void()> main) {
     std::fprintf(stderr, "apgas: %s\n", e.what());
     return run_places(config{}, false, main);
   }
+  if (obs::stats_requested() && !cfg.stats) {  // enable_stats() holds for every later run, as documented
+    config c = cfg;
+    c.stats = true;
+    return run_places(c, true, main);
+  }
   return run_places(cfg, true, main);
 }
 

@@ -107,6 +107,22 @@ TEST(Places, ActivitiesAtInvalidPlacesThrow) {
   });
 }
 
+// Every operation given a place that is none names itself, the id and the ids there are (not a helper it called).
+TEST(Places, AnInvalidPlaceIsReportedByTheOperationTheCallerCalled) {
+  run_on(1, [] {
+    const auto said = [](auto f) { return apgas_test::what_of<apgas::bad_place_exception>(f); };
+    const std::string ids = "(there are 1 places, ids 0..0)";
+    EXPECT_EQ(said([] { (void)apgas::make_remote_array<int>(apgas::place(99), 4); }),
+              "apgas::make_remote_array: no place with id 99 " + ids);
+    EXPECT_EQ(said([] { (void)apgas::make_remote_array<int>(apgas::place(-2), 4, 7); }),
+              "apgas::make_remote_array: no place with id -2 " + ids);
+    EXPECT_EQ(said([] { (void)apgas::in_order(apgas::place()); }), "apgas::in_order: no place with id -1 " + ids);
+    EXPECT_EQ(said([] { (void)apgas::at(apgas::place(2), [] { return 1; }); }),
+              "apgas::at/async_at: no place with id 2 " + ids);
+    EXPECT_EQ(said([] { (void)apgas::describe(apgas::place(5)); }), "apgas::describe: no place with id 5 " + ids);
+  });
+}
+
 // A copy whose array names no place of the run (a token forged, or kept from another run) is refused before
 // anything is counted or sent: an exception naming the id, no hang, no stray write.
 TEST(Places, CopiesWithAnArrayOfNoPlaceAreRefused) {

@@ -244,6 +244,10 @@ TEST(Stats, EnableStatsSwitchesThemOnForTheNextRuns) {
   apgas::enable_stats();
   const apgas::config cfg = apgas::config::from_env();
   EXPECT_TRUE(cfg.stats);
+  // A run given its configuration in code prints them too.
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(apgas::run(apgas::config{}, [] { (void)fib(5); }), 0);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("apgas stats: place 0: host "), std::string::npos);
 }
 
 TEST(Stats, TakeStatsOptionTakesItOutOfTheCommandLine) {

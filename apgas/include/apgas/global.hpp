@@ -251,7 +251,7 @@ inline void check_home(const char* what, place p) {
 /// n zero-filled elements at p: host memory at a host place, device memory at a GPU place (allocated by its host).
 template <class T>
 array_token alloc_array(place p, std::size_t n) {
-  (void)place_of(p.id());
+  check_place(p, "apgas::make_remote_array");
   if (p.is_cuda()) {
     const int gpu = p.id();
     const std::size_t bytes = array_bytes<T>(n);
@@ -273,7 +273,7 @@ remote_array<T> make_remote_array(place p, std::size_t n) {
 /// n copies of value at p.
 template <class T>
 remote_array<T> make_remote_array(place p, std::size_t n, const T& value) {
-  (void)place_of(p.id());
+  detail::check_place(p, "apgas::make_remote_array");
   if (p.is_cuda()) {
     remote_array<T> a = make_remote_array<T>(p, n);
     const std::vector<T> v(n, value);
@@ -295,7 +295,7 @@ remote_array<T> make_remote_array(place p, std::size_t n, const T& value) {
 /// A clone of init at p.
 template <class T>
 remote_array<T> make_remote_array(place p, std::span<const T> init) {
-  (void)place_of(p.id());
+  detail::check_place(p, "apgas::make_remote_array");
   const std::size_t n = init.size();
   if (p.is_cuda()) {
     remote_array<T> a = make_remote_array<T>(p, n);
@@ -320,7 +320,7 @@ remote_array<T> make_remote_array(place p, std::span<const T> init) {
 template <class T, class Fill>
   requires(!std::is_invocable_v<Fill&, std::size_t> && std::is_invocable_v<Fill&, std::span<T>>)
 remote_array<T> make_remote_array(place p, std::size_t n, Fill fill) {
-  (void)place_of(p.id());
+  detail::check_place(p, "apgas::make_remote_array");
   (void)detail::array_bytes<T>(n);  // a size past the address space: the same error on both paths
   if (detail::is_here(p)) {  // (a GPU place is never the caller's host place)
     remote_array<T> a = make_remote_array<T>(p, n);

@@ -10,9 +10,10 @@
 ///   apgas::atomic_add(shared_hist, bin, 1u);            // the same on a shared_span (no lock on a CPU place)
 ///   int old = apgas::atomic_max(best[i], candidate);    // CUDA: atomicMax (integer types only, as CUDA's)
 /// @endcode
-/// Types: add and sub take int, unsigned, long long, unsigned long long, float and double; min, max, and, or, xor
-/// take the integer types (CUDA has no floating-point atomicMin/Max); exchange and compare_exchange take 4- and 8-byte
-/// types. A type outside these is a compile-time error naming the operation.
+/// Types: add and sub take int, unsigned, long long, unsigned long long (and long, unsigned long where they are 8
+/// bytes), float and double; min, max, and, or, xor take the integer types (CUDA has no floating-point
+/// atomicMin/Max); exchange and compare_exchange take 4- and 8-byte types. A type outside these is a compile-time
+/// error naming the operation.
 
 #include <apgas/kernel_thread.hpp>
 
@@ -65,7 +66,7 @@ inline void note_atomic(const T& x) noexcept {
 template <class T>
 APGAS_DETAIL_HD T atomic_add(T& x, T v) {
   static_assert(detail::atomic_arith_v<T>, "apgas::atomic_add: T must be int, unsigned, long long, unsigned long long, "
-                                           "float or double");
+                                           "long or unsigned long (of 8 bytes), float or double");
 #if defined(__CUDA_ARCH__)
   using U = std::remove_pointer_t<decltype(detail::cuda_ptr(x))>;
   return detail::from_cuda<T>(atomicAdd(detail::cuda_ptr(x), static_cast<U>(v)));
@@ -88,7 +89,7 @@ APGAS_DETAIL_HD T atomic_add(T& x, T v) {
 template <class T, std::size_t E, bool C>
 APGAS_DETAIL_HD T atomic_add(const detail::basic_shared_span<T, E, C>& s, std::size_t i, T v) {
   static_assert(detail::atomic_arith_v<T>, "apgas::atomic_add: T must be int, unsigned, long long, unsigned long long, "
-                                           "float or double");
+                                           "long or unsigned long (of 8 bytes), float or double");
 #if defined(__CUDA_ARCH__)
   return atomic_add(s[i], v);
 #else
@@ -105,7 +106,7 @@ APGAS_DETAIL_HD T atomic_add(const detail::basic_shared_span<T, E, C>& s, std::s
 template <class T>
 APGAS_DETAIL_HD T atomic_sub(T& x, T v) {
   static_assert(detail::atomic_arith_v<T>, "apgas::atomic_sub: T must be int, unsigned, long long, unsigned long long, "
-                                           "float or double");
+                                           "long or unsigned long (of 8 bytes), float or double");
 #if defined(__CUDA_ARCH__)
   if constexpr (std::is_same_v<T, int> || std::is_same_v<T, unsigned>) {
     return atomicSub(&x, v);

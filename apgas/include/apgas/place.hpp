@@ -52,5 +52,11 @@ int num_hosts() noexcept;
 /// size ("NVIDIA H100 80GB HBM3 (device 0, 132 SMs, 79 GiB)"). bad_place_exception for an invalid place.
 std::string describe(place p);
 
+namespace detail {
+/// bad_place_exception "<what>: no place with id I (there are N places, ids 0..N-1)" unless p is a place of this run:
+/// the check of every operation given a place, naming the operation the caller called.
+void check_place(place p, const char* what);
+}  // namespace detail
+
 }  // namespace apgas
 #pragma GCC visibility pop

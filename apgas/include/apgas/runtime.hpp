@@ -126,7 +126,8 @@ int run(const config& cfg, F&& main) {
 }
 
 /// Switch the run statistics on for the runs that follow in this process, as APGAS_STATS=1 would (config::from_env
-/// reads it): what a program's own --stats option calls before apgas::run. @code
+/// reads it), including runs given an explicit config (whose `stats` it sets): what a program's own --stats option
+/// calls before apgas::run. @code
 ///   if (want_stats) apgas::enable_stats();
 ///   return apgas::run(argc, argv, [] { ... });
 /// @endcode
