@@ -270,6 +270,11 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         shutdown_go.store(true, std::memory_order_release);  // (dist_wait_shutdown looks every millisecond)
         break;
       case msg::team_contrib: deliver_team(r, src, bytes); break;
+      case msg::stop_notice: {
+        std::string why;
+        r & why;
+        stop_reported(src, why);
+      }
       case msg::dead_notice: {
         std::int32_t dead = 0;
         r & dead;

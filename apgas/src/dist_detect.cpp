@@ -9,9 +9,13 @@
 //  - every peer: heartbeats. A place sends a heartbeat to a peer only when it sent that peer nothing else for a
 //    fifth of the timeout, and any traffic from a peer (a message, a heartbeat, a fragment of a large message)
 //    counts as a sign of life. A peer silent for the timeout (APGAS_HEARTBEAT_TIMEOUT) is dead.
-// No false positives from starvation: silence is counted only over ticks in which this place polled its transport
-// (a message that arrived but was not taken yet does not count against its sender), and a tick counts for at most
-// a few tick lengths however late the detector thread ran. Since nothing is counted while nobody polls, a poll stuck
+// No false positives from starvation: silence is counted only over ticks in which a poll of this place's transport
+// found nothing left to take (a poll takes a bounded number of messages, one small one on mpi: one that took
+// something may have left a peer's messages waiting behind it, and they do not count against their sender), and a
+// tick counts for at most a few tick lengths however late the detector thread ran. Nor from a busy sender: a
+// heartbeat only queued (an MPI_Isend that waits behind a backlog of sends, which progress only in MPI calls) does not
+// leave while no worker polls, so after a batch of heartbeats sent while no worker polled, the heartbeats' thread
+// drives the transport itself for a moment. Since nothing is counted while nobody polls, a poll stuck
 // in the transport would hide every death: a poll that has not returned for APGAS_CONNECT_TIMEOUT stops the place.
 // Whom to name: a peer whose process ended may have stopped on another death, which it told this place (dead_notice)
 // before ending; the notice is looked for first. And a place whose detector did not run for most of the timeout (the
@@ -82,6 +86,7 @@ struct beater {
   bool ended = false;                // (mutex) the thread has returned
   std::atomic<std::uint64_t> seq{0};  // heartbeat sends begun, odd while one runs
   std::atomic<int> to{-1};            // the peer of the send in progress
+  std::atomic<bool> drive{false};     // no worker polled in the detector's last tick: push the heartbeats out
 };
 // Read by every worker that sends, receives or polls; detector_stop unpublishes it while they may still be polling,
 // so the record itself is deleted only by detector_free, once the workers are gone.
@@ -140,20 +145,20 @@ void claim_the_stop() {
   end_process(3);
 }
 
-// Sends every other place a dead_notice naming `dead`, from a thread of its own, and waits for it at most half a
-// second (a send may not return: see beater); the dead place too, last (a send to it may fail, or hang), unless its
-// process has ended: a frozen one that resumes learns why it stops. Then gives the workers a moment to send what a
-// send only queued.
-void tell_others(int rank, int dead, bool dead_process_ended) {
+// Sends every other place the message make() writes, from a thread of its own, and waits for it at most half a second
+// (a send may not return: see beater); place `last` last (a dead place: a send to it may fail, or hang; -1: none),
+// or not at all if `skip_last` (its process has ended), so that a frozen one that resumes learns why it stops. Then
+// gives the workers a moment to send what a send only queued.
+template <class Make>
+void tell_others(int rank, int last, bool skip_last, Make make) {
   if (g_dist == nullptr) return;
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread([tp = g_dist->tp, size = g_dist->size, rank, dead, dead_process_ended, done] {
+  std::thread([tp = g_dist->tp, size = g_dist->size, rank, last, skip_last, make, done] {
     for (int i = 1; i <= size; ++i) {
-      const int p = (dead + i) % size;
-      if (p == rank || (p == dead && dead_process_ended)) continue;
+      const int p = (std::max(last, 0) + i) % size;
+      if (p == rank || (p == last && skip_last)) continue;
       try {
-        writer w = message_writer(16);
-        w & msg::dead_notice & static_cast<std::int32_t>(dead);
+        writer w = make();
         tp->send(p, w.take());
       } catch (...) {  // best effort: that place has its own detector
       }
@@ -174,7 +179,11 @@ void tell_others(int rank, int dead, bool dead_process_ended) {
   claim_the_stop();
   std::fprintf(stderr, "apgas: place %d: place %d is dead (%s); stopping this place (exit code 3)\n", rank, dead,
                why.c_str());
-  tell_others(rank, dead, dead_process_ended);
+  tell_others(rank, dead, dead_process_ended, [dead] {
+    writer w = message_writer(16);
+    w & msg::dead_notice & static_cast<std::int32_t>(dead);
+    return w;
+  });
   obs::emergency_dump("a place died");
   std::fflush(stderr);
   end_process(3, dead);
@@ -208,6 +217,13 @@ void run_beater(std::shared_ptr<beater> b, transport::transport* tp, int rank) {
       }
       b->seq.fetch_add(1, std::memory_order_release);
     }
+    // No worker polls (they all compute): a send only queued behind others stays there until something calls the
+    // transport. Poll until nothing is left to do, 20 ms at most (whatever goes out counts as life at its receiver).
+    if (b->drive.load(std::memory_order_relaxed)) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+      while (poll_progress() && std::chrono::steady_clock::now() < until) {
+      }
+    }
     lock.lock();
   }
 }
@@ -238,6 +254,8 @@ void run_detector(detector& det) {
   call_watch poll_watch, beat_watch;  // the poll in progress (poll_seq), the heartbeat send in progress (beater::seq)
   double paused_s = 0;  // the last long pause of this thread, and when it was seen
   auto pause_seen = last;
+  auto team_looked = last;  // when the team operations' waits were last looked at (report_team_stalls)
+  std::uint64_t poll_seq_seen = 0;  // poll_seq at the last tick
   std::unique_lock lock(det.mutex);
   while (!det.cv.wait_for(lock, tick, [&] { return det.stop; })) {
     const auto now = std::chrono::steady_clock::now();
@@ -252,7 +270,20 @@ void run_detector(detector& det) {
       pause_seen = now;
     }
     const bool paused = paused_s > 0 && now - pause_seen < std::chrono::seconds(det.timeout_s);
+    // Team operations waiting for longer than twice the heartbeat timeout: the members they wait for are named, once.
+    if (now - team_looked >= std::chrono::seconds(1)) {
+      team_looked = now;
+      lock.unlock();  // (the report takes the place's lock, and prints)
+      report_team_stalls(2.0 * det.timeout_s);
+      lock.lock();
+      if (det.stop) break;
+    }
     const bool polled = det.polled.exchange(0, std::memory_order_acq_rel) != 0;
+    // Whether any poll ran in this tick (one that took something included): if none, the heartbeats' thread drives
+    // the transport after its next sends.
+    const std::uint64_t poll_seq_now = det.poll_seq.load(std::memory_order_relaxed);
+    det.beats->drive.store(poll_seq_now == poll_seq_seen, std::memory_order_relaxed);
+    poll_seq_seen = poll_seq_now;
     // A poll that has not returned for APGAS_CONNECT_TIMEOUT: the transport is stuck in a call (Open MPI's tcp
     // transport can deadlock in itself when a peer dies under it), and no silence is counted while nobody polls:
     // stop, saying so. Counted in detector steps, as silence is (a process stopped meanwhile is not stuck).
@@ -383,6 +414,26 @@ void stop_on_transport_failure(const std::exception& e, const std::string& what)
 
 void declare_place_dead(int dead, const std::string& why) { declare_dead(g_dist->rank, dead, why); }
 
+void stop_the_run(const std::string& why, const char* dump) {
+  claim_the_stop();
+  const int rank = g_dist != nullptr ? g_dist->rank : 0;
+  std::fprintf(stderr, "apgas: place %d: %s; stopping the run (exit code 3)\n", rank, why.c_str());
+  tell_others(rank, -1, false, [why] {
+    writer w = message_writer(why.size() + 16);
+    w & msg::stop_notice & why;
+    return w;
+  });
+  obs::emergency_dump(dump);
+  std::fflush(stderr);
+  end_process(3);
+}
+
+void stop_reported(int src, const std::string& why) {
+  stop_place("apgas: place " + std::to_string(g_dist != nullptr ? g_dist->rank : 0) + ": place " +
+                 std::to_string(src) + " stopped the run (" + why + "); stopping this place (exit code 3)",
+             "another place stopped the run");
+}
+
 void dead_place_reported(int src, int dead) {
   if (g_dist == nullptr) end_process(3, dead);
   if (dead == g_dist->rank) {  // this place was silent for another's timeout (frozen, or its network cut), and lives
@@ -494,9 +545,9 @@ void note_sent(int dst) noexcept {
   }
 }
 
-void note_polled() noexcept {
+void note_polled(bool drained) noexcept {
   if (detector* det = g_detector.load(std::memory_order_acquire)) {
-    det->polled.store(1, std::memory_order_relaxed);
+    if (drained) det->polled.store(1, std::memory_order_relaxed);
     if (const std::uint64_t seq = det->poll_seq.load(std::memory_order_relaxed); seq % 2 == 1) {
       det->poll_seq.store(seq + 1, std::memory_order_relaxed);
     }

@@ -135,7 +135,7 @@ bool poll_hook(void* ctx) {
   try {
     note_poll_start();
     bool progress = d->tp->poll(*d);
-    note_polled();
+    note_polled(!progress);
     if (d->large_ready_count.load(std::memory_order_acquire) != 0) {
       deliver_landed_large(*d);
       progress = true;
@@ -406,6 +406,7 @@ void watchdog_disarm() {
 void dist_finalize(transport::transport& tp) {
   detector_free();  // the workers that read it are gone
   tp.barrier();  // nothing is in flight any more: every place has stopped its workers
+  report_untaken_team_parts();
   delete g_dist;
   g_dist = nullptr;
 }

@@ -12,6 +12,7 @@
 #include <apgas/transport/transport.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -49,6 +50,7 @@ enum class msg : std::uint8_t {
   large_done = 14,     // u64 id: the large message has landed, its sender may free it (dist_large.cpp)
   shutdown_ack = 15,   // nothing else: to place 0, this place has its shutdown message (dist_life.cpp)
   shutdown_go = 16,    // nothing else: from place 0, every place has acknowledged the shut-down
+  stop_notice = 17,    // string: the sender stops the run on purpose (a misuse it cannot throw), saying why
   // Clocks across host places (dist_clock.cpp). A "clock trailer" ends a message: the registrations an activity
   // carries (clock_write_child/clock_write_moved), then u32 its length.
   clocked_async = 20,     // as async_activity, then a clock trailer
@@ -132,6 +134,12 @@ struct team_slot {
   int from = -1;          // if not -1, the part of this team rank only (the others' are the refused roots' and dropped)
   std::int32_t sig = -1;  // the waiter's signature: a part with another one wakes it at once (it then throws)
   completion* waiter = nullptr;
+  // For the report of a long wait (report_team_stalls): the waiter's operation (a string literal), the team's member
+  // places by team rank (null: the world team), when it began to wait, and whether it was reported.
+  const char* what = nullptr;
+  std::shared_ptr<const std::vector<int>> members;
+  std::chrono::steady_clock::time_point since{};
+  bool reported = false;
 };
 
 // Where this place is in a team's operations (they run one after another at each member, in the same order). The
@@ -283,9 +291,13 @@ void detector_ignore_silence();
 void detector_free();  // after the workers are gone (dist_finalize)
 void note_heard(int src) noexcept;  // any traffic from src
 void note_sent(int dst) noexcept;   // any message to dst
-void note_polled() noexcept;        // this place polled its transport (the poll has returned)
+void note_polled(bool drained) noexcept;  // a poll of the transport has returned (drained: it had nothing to do)
 void note_poll_start() noexcept;    // a poll of the transport begins (one poller at a time: the hooks' lock)
 [[noreturn]] void dead_place_reported(int src, int dead);  // a dead_notice arrived: this place stops too
+/// Stops the run from this place (exit code 3): prints "apgas: place R: <why>; stopping the run (exit code 3)" and
+/// tells the others why (a stop_notice), so that they say so rather than take this place for dead when it ends.
+[[noreturn]] void stop_the_run(const std::string& why, const char* dump);
+[[noreturn]] void stop_reported(int src, const std::string& why);  // a stop_notice arrived: this place stops too
 // The transport failed under this place (`what` says at what, `e` how): the place stops with exit code 3. A
 // transport::peer_error is that peer's death (declare_dead: the others are told, so every place names the same one).
 [[noreturn]] void stop_on_transport_failure(const std::exception& e, const std::string& what);
@@ -296,6 +308,10 @@ void deliver_put(int src, reader& r);                                     // dis
 std::span<std::byte> checked_array_range(std::uint64_t addr, std::uint64_t n, std::uint32_t serial);
 void deliver_get(int src, reader& r);                                     // dist_copy.cpp
 void deliver_team(reader& r, int src, std::span<const std::byte> bytes);  // dist_team.cpp
+// dist_team.cpp: names, once per operation, the members a team operation has waited for longer than after_s (the
+// detector calls it about once a second); and, at the end of a run, the parts of operations no activity here took.
+void report_team_stalls(double after_s);
+void report_untaken_team_parts();
 void deliver_clock_report(int src, reader& r);                            // dist_clock.cpp
 void clock_dist_start(dist_state& d);                                     // dist_clock.cpp
 void deliver_clock_phase(reader& r);                                      // dist_clock.cpp

@@ -16,6 +16,7 @@
 #include <apgas/team.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -47,14 +48,10 @@ constexpr std::int32_t no_sig = -2;
 // A part no activity here will take: its sender was at another operation or named another root, and the member that
 // should have had it waits for it for ever. Stop the job, saying why, rather than hang (there is no activity to
 // throw to).
-[[noreturn]] void stray_part(int rank, const std::string& what) {
-  std::fprintf(stderr,
-               "apgas: place %d: %s: the members called the team's operations in different orders, or named "
-               "different roots (a member waiting for a part that went elsewhere would wait for ever); stopping\n",
-               rank, what.c_str());
-  obs::emergency_dump("a team operation was called differently at its members");
-  std::fflush(stderr);
-  end_process(3);
+[[noreturn]] void stray_part(const std::string& what) {
+  stop_the_run(what + ": the members called the team's operations in different orders, or named different roots (a "
+                      "member waiting for a part that went elsewhere would wait for ever)",
+               "a team operation was called differently at its members");
 }
 
 void size_slot(team_slot& s, int n) {
@@ -116,8 +113,10 @@ std::uint64_t team_skip(std::uint64_t team, const char* what) {
 }
 
 // Wait for the parts of operation `seq` (team_slot::expected, team_slot::from) and take them. `mismatch`: the first
-// team rank whose part is of another operation or root, or -1.
-team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected, int from, int& mismatch) {
+// team rank whose part is of another operation or root, or -1. `what` and `members` (the team's member places, null
+// for the world team) are for the report of a long wait.
+team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected, int from, int& mismatch, const char* what,
+                     const std::shared_ptr<const std::vector<int>>& members) {
   dist_state& d = *g_dist;
   team_parts out;
   mismatch = -1;
@@ -146,6 +145,9 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected, int fr
     s.sig = sig;
     if (!ready(s)) {
       s.waiter = &c;
+      s.what = what;
+      s.members = members;
+      s.since = std::chrono::steady_clock::now();
       wait = true;
     }
   }
@@ -198,14 +200,14 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
   const auto sig = static_cast<std::int32_t>(seq >> sig_shift);
   const bool root_refused = failed == part_root_refused;
   {
-    std::lock_guard lock(d.mutex);
+    std::unique_lock lock(d.mutex);
     const team_progress& at = d.team_seqs[team];
     if (std::find(at.refused.begin(), at.refused.end(), op) != at.refused.end()) return;  // (its waiter has thrown)
     if (op <= at.done) {
       if (root_refused) return;  // (nobody here waited for it)
-      stray_part(d.rank, "a part of operation " + std::to_string(op) + " of a team came from team rank " +
-                             std::to_string(from) + ", but this place has finished that operation or receives "
-                             "nothing in it");
+      lock.unlock();  // (the stop tells the other places, through handlers that may take this lock)
+      stray_part("a part of operation " + std::to_string(op) + " of a team came from team rank " +
+                 std::to_string(from) + ", but this place has finished that operation or receives nothing in it");
     }
     team_slot& s = d.team[{team, op}];
     size_slot(s, d.size);
@@ -219,10 +221,74 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
   if (wake_it != nullptr) wake_it->signal();
 }
 
+namespace {
+// The place of team rank m of a slot's team (-1: no such member).
+int member_place(const team_slot& s, std::size_t m, int size) {
+  if (s.members) return m < s.members->size() ? (*s.members)[m] : -1;
+  return m < static_cast<std::size_t>(size) ? static_cast<int>(m) : -1;
+}
+
+// The members whose parts of a slot's operation came (sigs >= 0) and that no activity here took, as "place(s) 1, 3",
+// or "" if none: by place where the team's members are known (`members`, or the world team), else by team rank.
+std::string untaken_senders(const team_slot& s, bool world, const std::vector<int>* members) {
+  std::string list;
+  for (std::size_t m = 0; m < s.sigs.size(); ++m) {
+    if (s.sigs[m] < 0) continue;
+    const int who = members == nullptr ? static_cast<int>(m) : m < members->size() ? (*members)[m] : -1;
+    list += (list.empty() ? "" : ", ") + std::to_string(who);
+  }
+  if (list.empty()) return list;
+  return (members != nullptr || world ? "place(s) " : "team rank(s) ") + list;
+}
+}  // namespace
+
+void report_team_stalls(double after_s) {
+  dist_state& d = *g_dist;
+  std::vector<std::string> lines;
+  {
+    std::lock_guard lock(d.mutex);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [key, s] : d.team) {
+      const double waited = std::chrono::duration<double>(now - s.since).count();
+      if (s.waiter == nullptr || s.reported || waited < after_s) continue;
+      s.reported = true;
+      const int n = s.members ? static_cast<int>(s.members->size()) : d.size;
+      std::string missing;
+      for (int m = 0; m < n; ++m) {
+        const int p = member_place(s, static_cast<std::size_t>(m), d.size);
+        if (p == d.rank || (s.from >= 0 && m != s.from) || s.sigs[static_cast<std::size_t>(m)] != no_part) continue;
+        missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      }
+      char line[200];
+      std::snprintf(line, sizeof line, "apgas: place %d: %s (operation %llu of a team of %d places) has waited %.0f s "
+                    "for the part of place(s) ", d.rank, s.what != nullptr ? s.what : "a team operation",
+                    static_cast<unsigned long long>(key.second), n, waited);
+      lines.push_back(line + missing +
+                      ": still waiting. A member that never calls this operation (it returned, threw, or calls "
+                      "another of the team's operations first) leaves it waiting for ever: every member calls the "
+                      "team's operations in the same order");
+    }
+  }
+  for (const std::string& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
+}
+
+void report_untaken_team_parts() {
+  dist_state& d = *g_dist;
+  std::lock_guard lock(d.mutex);
+  for (const auto& [key, s] : d.team) {
+    if (const std::string from = untaken_senders(s, key.first == 0, s.members.get()); !from.empty()) {
+      std::fprintf(stderr,
+                   "apgas: place %d: the run ended with parts of operation %llu of a team from %s that no operation "
+                   "here took (this place called fewer of the team's operations than they did); they are dropped\n",
+                   d.rank, static_cast<unsigned long long>(key.second), from.c_str());
+    }
+  }
+}
+
 std::uint64_t team_begin(std::uint64_t team, const char* what, int root, bool receives) {
   require_unrestricted_activity(what);
   dist_state& d = *g_dist;
-  std::lock_guard lock(d.mutex);
+  std::unique_lock lock(d.mutex);
   team_progress& at = d.team_seqs[team];
   const std::uint64_t seq = ++at.begun & seq_mask;
   if (!receives) {
@@ -235,8 +301,9 @@ std::uint64_t team_begin(std::uint64_t team, const char* what, int root, bool re
       if (from == d.size) {
         d.team.erase(it);
       } else {
-        stray_part(d.rank, std::string(what) + " (operation " + std::to_string(seq) + " of a team), in which this "
-                               "place receives nothing, got a part from team rank " + std::to_string(from));
+        lock.unlock();
+        stray_part(std::string(what) + " (operation " + std::to_string(seq) + " of a team), in which this place "
+                   "receives nothing, got a part from team rank " + std::to_string(from));
       }
     }
   }
@@ -316,13 +383,25 @@ struct forget_team {
   std::uint64_t id;
   std::uint32_t run;
   void operator()(const std::vector<int>* members) const noexcept {
-    delete members;
+    const std::unique_ptr<const std::vector<int>> owned(members);
     detail::dist_state* d = detail::g_dist;
     if (d == nullptr || d->clock_epoch != run) return;
     std::lock_guard lock(d->mutex);
     d->team_seqs.erase(id);
-    // (parts kept for it: only ever of operations this place never called, the members' misuse)
-    d->team.erase(d->team.lower_bound({id, 0}), d->team.lower_bound({id + 1, 0}));
+    // (parts kept for it: only ever of operations this place never called, the members' misuse: said, then dropped)
+    const auto first = d->team.lower_bound({id, 0}), last = d->team.lower_bound({id + 1, 0});
+    for (auto it = first; it != last; ++it) {
+      try {
+        if (const std::string from = detail::untaken_senders(it->second, false, members); !from.empty()) {
+          std::fprintf(stderr,
+                       "apgas: place %d: a team was dropped here with parts of its operation %llu from %s that no "
+                       "operation here took (this place called fewer of its operations than they did)\n",
+                       d->rank, static_cast<unsigned long long>(it->first.second), from.c_str());
+        }
+      } catch (...) {  // (no memory for the message: the parts are dropped all the same)
+      }
+    }
+    d->team.erase(first, last);
   }
 };
 }  // namespace
@@ -371,7 +450,7 @@ int team::root_rank(const char* what, place root) const {
 
 detail::team_parts team::wait(const char* what, std::uint64_t seq, int expected, int from) const {
   int m = -1;
-  detail::team_parts tp = detail::team_wait(id_, seq, expected, from, m);
+  detail::team_parts tp = detail::team_wait(id_, seq, expected, from, m, what, members_);
   if (m >= 0) {
     throw illegal_operation_exception(
         std::string(what) + " (operation " + std::to_string(seq & detail::seq_mask) +

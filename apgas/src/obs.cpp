@@ -134,17 +134,17 @@ const char* const clock_send_names[] = {"send clocked async", "send clocked at",
                                         "send clock report", "send clock phase"};
 const char* const clock_handle_names[] = {"handle clocked async", "handle clocked at", "handle clocked at reply",
                                           "handle clock report", "handle clock phase"};
-// Kinds 10-16 (dist_state.hpp): start-up, failure detection, large messages, shut-down handshake.
+// Kinds 10-17 (dist_state.hpp): start-up, failure detection, large messages, shut-down handshake, a stop.
 const char* const other_send_names[] = {"send hello",        "send heartbeat",    "send dead notice",
                                         "send large message", "send large done",  "send shutdown ack",
-                                        "send shutdown go"};
+                                        "send shutdown go",   "send stop notice"};
 const char* const other_handle_names[] = {"handle hello",        "handle heartbeat",   "handle dead notice",
                                           "handle large message", "handle large done", "handle shutdown ack",
-                                          "handle shutdown go"};
+                                          "handle shutdown go",   "handle stop notice"};
 const char* name_of(const char* const (&table)[10], unsigned kind) noexcept {
   const bool sends = &table == &send_names;
   if (kind >= 20 && kind < 25) return (sends ? clock_send_names : clock_handle_names)[kind - 20];
-  if (kind >= 10 && kind < 17) return (sends ? other_send_names : other_handle_names)[kind - 10];
+  if (kind >= 10 && kind < 18) return (sends ? other_send_names : other_handle_names)[kind - 10];
   return kind < 10 ? table[kind] : table[0];
 }
 

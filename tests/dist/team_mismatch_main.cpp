@@ -1,21 +1,45 @@
-// Members of a team that name different roots: place 2 reduces to place 0, places 0 and 1 to place 1. Place 2's
-// part goes to place 0, which receives nothing in that reduce, and place 1 would wait for it for ever. Place 0 stops
-// the job with exit code 3 and a message saying why (ctest: apgas.dist.team_roots_differ), instead of a hang.
+// Team operations called differently at their members (3 places), by argv[1]:
+//   (none)           place 2 reduces to place 0, places 0 and 1 to place 1. Place 2's part goes to place 0, which
+//                    receives nothing in that reduce, and place 1 would wait for it for ever. Place 0 stops the run
+//                    with exit code 3 saying why and tells the others, which say that place 0 stopped it (ctest:
+//                    apgas.dist.team_roots_differ, apgas.dist.team_stop_told).
+//   late_member      place 2 joins a barrier 3 heartbeat timeouts late: the others report, once, that they wait for
+//                    place 2, and go on when it comes (apgas.dist.team_wait_reported).
+//   extra_broadcast  place 0 broadcasts twice, the others receive once: the run ends, and places 1 and 2 say that
+//                    the second broadcast's part was taken by no operation (apgas.dist.team_part_untaken).
 #include <apgas/apgas.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <span>
+#include <string>
+#include <thread>
 #include <vector>
 
 int main(int argc, char** argv) {
-  const int rc = apgas::run(argc, argv, [] {
-    apgas::finish([] {
+  const std::string arg = argc > 1 ? argv[1] : "";
+  const int mode = arg == "late_member" ? 1 : arg == "extra_broadcast" ? 2 : 0;
+  const int rc = apgas::run(argc, argv, [mode] {
+    apgas::finish([mode] {
       for (apgas::place p : apgas::places()) {
-        apgas::async_at(p, [] {
+        apgas::async_at(p, [mode] {
           apgas::team w = apgas::team::world();
-          std::vector<long> v(4, 1);
-          const apgas::place root(apgas::here().id() == 2 ? 0 : 1);
-          w.reduce(std::span<long>(v), [](long a, long b) { return a + b; }, root);
+          if (mode == 1) {
+            if (apgas::here().id() == 2) {
+              const char* hb = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
+              std::this_thread::sleep_for(std::chrono::seconds(3 * std::atoi(hb != nullptr ? hb : "5")));
+            }
+            w.barrier();
+          } else if (mode == 2) {
+            std::vector<long> v(4, 1);
+            w.broadcast(std::span<long>(v), apgas::place(0));
+            if (apgas::here().id() == 0) w.broadcast(std::span<long>(v), apgas::place(0));
+          } else {
+            std::vector<long> v(4, 1);
+            const apgas::place root(apgas::here().id() == 2 ? 0 : 1);
+            w.reduce(std::span<long>(v), [](long a, long b) { return a + b; }, root);
+          }
         });
       }
     });
