@@ -274,6 +274,7 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         std::string why;
         r & why;
         stop_reported(src, why);
+        break;
       }
       case msg::dead_notice: {
         std::int32_t dead = 0;

@@ -135,7 +135,7 @@ bool poll_hook(void* ctx) {
   try {
     note_poll_start();
     bool progress = d->tp->poll(*d);
-    note_polled(!progress);
+    note_polled(d->tp->drained());
     if (d->large_ready_count.load(std::memory_order_acquire) != 0) {
       deliver_landed_large(*d);
       progress = true;

@@ -152,9 +152,11 @@ team_parts team_wait(std::uint64_t team, std::uint64_t seq, int expected, int fr
     }
   }
   if (wait) c.wait();
+  std::shared_ptr<const std::vector<int>> members_seen;  // (dropped after the lock: its deleter may take it)
   {
     std::lock_guard lock(d.mutex);
     auto it = d.team.find({team, op});
+    members_seen = std::move(it->second.members);
     out.parts = std::move(it->second.parts);
     out.failed = std::move(it->second.failed);
     out.elems = std::move(it->second.elems);
@@ -222,6 +224,8 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
 }
 
 namespace {
+constexpr int max_stall_reports = 8;  // long team waits reported per run and place (then one line saying so)
+
 // The place of team rank m of a slot's team (-1: no such member).
 int member_place(const team_slot& s, std::size_t m, int size) {
   if (s.members) return m < s.members->size() ? (*s.members)[m] : -1;
@@ -242,7 +246,7 @@ std::string untaken_senders(const team_slot& s, bool world, const std::vector<in
 }
 }  // namespace
 
-void report_team_stalls(double after_s) {
+void report_team_stalls(double after_s) try {
   dist_state& d = *g_dist;
   std::vector<std::string> lines;
   {
@@ -250,7 +254,7 @@ void report_team_stalls(double after_s) {
     const auto now = std::chrono::steady_clock::now();
     for (auto& [key, s] : d.team) {
       const double waited = std::chrono::duration<double>(now - s.since).count();
-      if (s.waiter == nullptr || s.reported || waited < after_s) continue;
+      if (s.waiter == nullptr || s.reported || waited < after_s || d.team_stalls_reported > max_stall_reports) continue;
       s.reported = true;
       const int n = s.members ? static_cast<int>(s.members->size()) : d.size;
       std::string missing;
@@ -264,12 +268,16 @@ void report_team_stalls(double after_s) {
                     "for the part of place(s) ", d.rank, s.what != nullptr ? s.what : "a team operation",
                     static_cast<unsigned long long>(key.second), n, waited);
       lines.push_back(line + missing +
-                      ": still waiting. A member that never calls this operation (it returned, threw, or calls "
-                      "another of the team's operations first) leaves it waiting for ever: every member calls the "
-                      "team's operations in the same order");
+                      " (still waiting: fine if they are busy; if one never calls this operation, because it returned, "
+                      "threw or called another of the team's operations first, the wait never ends)");
+      if (++d.team_stalls_reported > max_stall_reports) {
+        lines.back() = "apgas: place " + std::to_string(d.rank) + ": more team operations have waited over " +
+                       std::to_string(static_cast<int>(after_s)) + " s; they are not reported";
+      }
     }
   }
   for (const std::string& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
+} catch (...) {  // (no memory for a report: the waits go on unreported)
 }
 
 void report_untaken_team_parts() {

@@ -62,6 +62,7 @@ class reorder_shim final : public transport {
     return delivered || !ready.empty();
   }
 
+  bool drained() const noexcept override { return inner_->drained(); }
   std::uint32_t next_bulk_tag(int dst) noexcept override { return inner_->next_bulk_tag(dst); }
   void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
     inner_->send_bulk(dst, tag, payload);
@@ -140,6 +141,7 @@ class mute_shim final : public transport {
     }
     return inner_->poll(h);
   }
+  bool drained() const noexcept override { return inner_->drained(); }
   std::uint32_t next_bulk_tag(int dst) noexcept override { return inner_->next_bulk_tag(dst); }
   void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
     if (!muted_) inner_->send_bulk(dst, tag, payload);

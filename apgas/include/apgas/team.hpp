@@ -25,8 +25,8 @@
 /// reduce to place 0 at place 0, a broadcast from place 0 at the others), or waiting for a member that never calls the
 /// operation (it returned, threw, or called another one first), still wait for ever; while the failure detector runs
 /// (APGAS_HEARTBEAT_TIMEOUT > 0), a member that has waited twice its timeout says so once on stderr, naming the
-/// operation and the places whose parts it waits for. Parts that no operation took (a member called fewer of the
-/// team's operations than the sender) are reported when the run ends. A member whose own arguments are wrong
+/// operation and the places whose parts it waits for (8 such reports a run at most). Parts that arrived and that no
+/// operation took (a member called fewer of the team's operations than the sender) are reported when the run ends. A member whose own arguments are wrong
 /// (a length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
 /// illegal_operation_exception; a member that receives a failed part, or a part of the wrong length, throws
 /// illegal_operation_exception naming the other place. A team's parts carry the run's number: a part still in flight

@@ -158,6 +158,7 @@ class mpi_transport final : public transport {
   bool poll(handler& h) override {
     // One poller at a time for the whole poll, delivery included: the receive ring and the scratch vectors below
     // belong to it. mpi_ is held only around the MPI calls, so the handler's sends start at once.
+    drained_.store(false, std::memory_order_relaxed);  // (until this poll has looked)
     if (polling_.test_and_set(std::memory_order_acquire)) return false;
     struct unflag {
       std::atomic_flag& f;
@@ -228,10 +229,13 @@ class mpi_transport final : public transport {
     for (auto& [src, buf] : large_) h.on_message(src, buf.span());
     for (auto& b : landed_) b.done(b.ctx);
     const bool any = took || !large_.empty() || !landed_.empty();
+    drained_.store(!took && large_.empty(), std::memory_order_relaxed);  // (one message a poll: more may wait)
     large_.clear();
     landed_.clear();
     return progress || any;
   }
+
+  bool drained() const noexcept override { return drained_.load(std::memory_order_relaxed); }
 
   std::uint32_t next_bulk_tag(int dst) noexcept override {
     // 64-bit: a 32-bit count taken modulo bulk_tags_ jumped back 16000 tags when it wrapped (2^32 mod (2^31 - 8000)).
@@ -523,6 +527,7 @@ class mpi_transport final : public transport {
   // reposting_, the head's buffer was delivered from by the last poll and is not posted yet. Owned by the poller
   // (polling_); MPI calls on them under mpi_ too.
   std::atomic_flag polling_ = ATOMIC_FLAG_INIT;
+  std::atomic<bool> drained_{false};  // the last poll looked and took no message (drained())
   std::size_t head_ = 0;
   bool reposting_ = false;
   struct {

@@ -287,6 +287,7 @@ class ofi_transport final : public transport {
   }
 
   bool poll(handler& h) override {
+    drained_.store(false, std::memory_order_relaxed);  // (until this poll has looked)
     if (!lock_.try_lock()) return false;
     std::vector<std::pair<int, aligned_buffer>> arrived;
     std::vector<std::pair<done_fn, void*>> landed;
@@ -299,11 +300,16 @@ class ofi_transport final : public transport {
       progress |= flush_locked();
       // At most reads_per_poll reads: under a stream of fragments the loop would not end, and the messages it took
       // (a bulk transfer's announcement among them: until its recv_bulk its fragments are held in copies) would wait.
+      bool capped = true;  // every read took as many completions as it asked for: more may be waiting
       for (int reads = 0; reads < reads_per_poll; ++reads) {
         const std::size_t n = complete_locked(arrived, landed);
         progress |= n > 0;
-        if (n < completions_per_read) break;
+        if (n < completions_per_read) {
+          capped = false;
+          break;
+        }
       }
+      drained_.store(!capped, std::memory_order_relaxed);
       progress |= flush_locked();
       traffic.swap(traffic_);
     }
@@ -312,6 +318,8 @@ class ofi_transport final : public transport {
     for (auto& [d, c] : landed) d(c);
     return progress || !arrived.empty() || !landed.empty();
   }
+
+  bool drained() const noexcept override { return drained_.load(std::memory_order_relaxed); }
 
   // A peer's sends may complete only while we take its fragments (the tcp provider progresses a socket when its
   // owner reads the completion queue), so the barrier keeps taking them until every place has arrived (a blocking
@@ -678,6 +686,7 @@ class ofi_transport final : public transport {
   std::vector<fi_addr_t> addrs_;
 
   std::mutex lock_;  // every libfabric call, and the tables below
+  std::atomic<bool> drained_{false};  // the last poll looked and read the completion queues dry (drained())
   std::vector<std::unique_ptr<op>> recvs_;
   std::vector<std::array<std::deque<op*>, 2>> queues_;  // by destination: messages, bulk fragments (flush_locked)
   std::size_t npending_ = 0;                            // in all of queues_

@@ -63,6 +63,11 @@ class transport {
   virtual int size() const noexcept = 0;
   virtual void send(int dst, std::vector<std::byte> bytes) = 0;
   virtual bool poll(handler& h) = 0;
+  /// On the thread that just called poll(): whether that poll looked (no other poller, the backend's lock free) and
+  /// left nothing behind that it could have taken (a poll takes a bounded number of messages). The failure detector
+  /// counts a peer's silence only over such polls: a heartbeat waiting behind other messages is not silence. A
+  /// transfer under way does not make a poll undrained (its fragments are their sender's sign of life).
+  virtual bool drained() const noexcept { return true; }
   virtual void barrier() = 0;
   /// Every process contributes `mine` (the same size everywhere); returns size() * mine.size() bytes, by rank.
   virtual std::vector<std::byte> allgather(std::span<const std::byte> mine) = 0;
