@@ -21,16 +21,16 @@
 /// `int`), is refused with illegal_operation_exception naming the sizes and the receiver's type. A part that reaches
 /// a place which receives nothing in that operation (e.g. a reduce to another root), or has finished it, means that
 /// its rightful receiver would wait for ever: that place stops the job with exit code 3 and a message saying so, and
-/// the other places stop saying that it did. Members that are all waiting, each for a part none of them sends (a
-/// reduce to place 0 at place 0, a broadcast from place 0 at the others), or waiting for a member that never calls the
+/// the other places stop saying that it did. Members that are all waiting, each for a part none of them sends (a reduce
+/// to place 0 at place 0, a broadcast from place 0 at the others), or waiting for a member that never calls the
 /// operation (it returned, threw, or called another one first), still wait for ever; while the failure detector runs
 /// (APGAS_HEARTBEAT_TIMEOUT > 0), a member that has waited twice its timeout says so once on stderr, naming the
 /// operation and the places whose parts it waits for (8 such reports a run at most). Parts that arrived and that no
-/// operation took (a member called fewer of the team's operations than the sender) are reported when the run ends. A member whose own arguments are wrong
-/// (a length, counts) still sends its messages, marked as failed, so that no member waits forever, and throws
-/// illegal_operation_exception; a member that receives a failed part, or a part of the wrong length, throws
-/// illegal_operation_exception naming the other place. A team's parts carry the run's number: a part still in flight
-/// when its apgas::run ends is dropped in the next run of the same processes.
+/// operation took (a member called fewer of the team's operations than the sender) are reported when the run ends. A
+/// member whose own arguments are wrong (a length, counts) still sends its messages, marked as failed, so that no
+/// member waits forever, and throws illegal_operation_exception; a member that receives a failed part, or a part of the
+/// wrong length, throws illegal_operation_exception naming the other place. A team's parts carry the run's number: a
+/// part still in flight when its apgas::run ends is dropped in the next run of the same processes.
 
 #include <apgas/error.hpp>
 #include <apgas/place.hpp>
