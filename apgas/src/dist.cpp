@@ -271,9 +271,10 @@ void dist_state::on_message(int src, std::span<const std::byte> message) {
         break;
       case msg::team_contrib: deliver_team(r, src, bytes); break;
       case msg::stop_notice: {
+        std::int32_t by = 0;
         std::string why;
-        r & why;
-        stop_reported(src, why);
+        r & by & why;
+        stop_reported(by >= 0 && by < size ? by : src, why);
         break;
       }
       case msg::dead_notice: {

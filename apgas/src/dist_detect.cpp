@@ -414,24 +414,35 @@ void stop_on_transport_failure(const std::exception& e, const std::string& what)
 
 void declare_place_dead(int dead, const std::string& why) { declare_dead(g_dist->rank, dead, why); }
 
-void stop_the_run(const std::string& why, const char* dump) {
+namespace {
+// Prints `line`, tells the other places that place `by` stops the run and why (a place told passes it on, as a dead
+// notice is: another may see this one end before the first notice reaches it), and ends this place (exit code 3).
+[[noreturn]] void stop_telling(const std::string& line, int by, const std::string& why, const char* dump) {
   claim_the_stop();
+  std::fprintf(stderr, "%s\n", line.c_str());
   const int rank = g_dist != nullptr ? g_dist->rank : 0;
-  std::fprintf(stderr, "apgas: place %d: %s; stopping the run (exit code 3)\n", rank, why.c_str());
-  tell_others(rank, -1, false, [why] {
-    writer w = message_writer(why.size() + 16);
-    w & msg::stop_notice & why;
+  tell_others(rank, -1, false, [by, why] {
+    writer w = message_writer(why.size() + 24);
+    w & msg::stop_notice & static_cast<std::int32_t>(by) & why;
     return w;
   });
   obs::emergency_dump(dump);
   std::fflush(stderr);
   end_process(3);
 }
+}  // namespace
 
-void stop_reported(int src, const std::string& why) {
-  stop_place("apgas: place " + std::to_string(g_dist != nullptr ? g_dist->rank : 0) + ": place " +
-                 std::to_string(src) + " stopped the run (" + why + "); stopping this place (exit code 3)",
-             "another place stopped the run");
+void stop_the_run(const std::string& why, const char* dump) {
+  const int rank = g_dist != nullptr ? g_dist->rank : 0;
+  stop_telling("apgas: place " + std::to_string(rank) + ": " + why + "; stopping the run (exit code 3)", rank, why,
+               dump);
+}
+
+void stop_reported(int by, const std::string& why) {
+  const int rank = g_dist != nullptr ? g_dist->rank : 0;
+  stop_telling("apgas: place " + std::to_string(rank) + ": place " + std::to_string(by) + " stopped the run (" + why +
+                   "); stopping this place (exit code 3)",
+               by, why, "another place stopped the run");
 }
 
 void dead_place_reported(int src, int dead) {

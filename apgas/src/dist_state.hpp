@@ -50,7 +50,7 @@ enum class msg : std::uint8_t {
   large_done = 14,     // u64 id: the large message has landed, its sender may free it (dist_large.cpp)
   shutdown_ack = 15,   // nothing else: to place 0, this place has its shutdown message (dist_life.cpp)
   shutdown_go = 16,    // nothing else: from place 0, every place has acknowledged the shut-down
-  stop_notice = 17,    // string: the sender stops the run on purpose (a misuse it cannot throw), saying why
+  stop_notice = 17,    // i32 place, string: that place stops the run on purpose (a misuse it cannot throw), saying why
   // Clocks across host places (dist_clock.cpp). A "clock trailer" ends a message: the registrations an activity
   // carries (clock_write_child/clock_write_moved), then u32 its length.
   clocked_async = 20,     // as async_activity, then a clock trailer
@@ -298,7 +298,7 @@ void note_poll_start() noexcept;    // a poll of the transport begins (one polle
 /// Stops the run from this place (exit code 3): prints "apgas: place R: <why>; stopping the run (exit code 3)" and
 /// tells the others why (a stop_notice), so that they say so rather than take this place for dead when it ends.
 [[noreturn]] void stop_the_run(const std::string& why, const char* dump);
-[[noreturn]] void stop_reported(int src, const std::string& why);  // a stop_notice arrived: this place stops too
+[[noreturn]] void stop_reported(int by, const std::string& why);  // a stop_notice arrived: this place stops too
 // The transport failed under this place (`what` says at what, `e` how): the place stops with exit code 3. A
 // transport::peer_error is that peer's death (declare_dead: the others are told, so every place names the same one).
 [[noreturn]] void stop_on_transport_failure(const std::exception& e, const std::string& what);

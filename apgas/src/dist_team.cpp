@@ -280,7 +280,7 @@ void report_team_stalls(double after_s) try {
 } catch (...) {  // (no memory for a report: the waits go on unreported)
 }
 
-void report_untaken_team_parts() {
+void report_untaken_team_parts() try {
   dist_state& d = *g_dist;
   std::lock_guard lock(d.mutex);
   for (const auto& [key, s] : d.team) {
@@ -291,6 +291,7 @@ void report_untaken_team_parts() {
                    d.rank, static_cast<unsigned long long>(key.second), from.c_str());
     }
   }
+} catch (...) {  // (no memory for the report: the parts are dropped all the same)
 }
 
 std::uint64_t team_begin(std::uint64_t team, const char* what, int root, bool receives) {
