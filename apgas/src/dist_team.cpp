@@ -226,10 +226,9 @@ void deliver_team(reader& r, int src, std::span<const std::byte> bytes) {
 namespace {
 constexpr int max_stall_reports = 8;  // long team waits reported per run and place (then one line saying so)
 
-// The place of team rank m of a slot's team (-1: no such member).
-int member_place(const team_slot& s, std::size_t m, int size) {
-  if (s.members) return m < s.members->size() ? (*s.members)[m] : -1;
-  return m < static_cast<std::size_t>(size) ? static_cast<int>(m) : -1;
+// The place of team rank m of a team with these member places (null: the world team, whose ranks are its places).
+int member_place(const std::vector<int>* members, std::size_t m) {
+  return members == nullptr ? static_cast<int>(m) : m < members->size() ? (*members)[m] : -1;
 }
 
 // The members whose parts of a slot's operation came (sigs >= 0) and that no activity here took, as "place(s) 1, 3",
@@ -238,8 +237,7 @@ std::string untaken_senders(const team_slot& s, bool world, const std::vector<in
   std::string list;
   for (std::size_t m = 0; m < s.sigs.size(); ++m) {
     if (s.sigs[m] < 0) continue;
-    const int who = members == nullptr ? static_cast<int>(m) : m < members->size() ? (*members)[m] : -1;
-    list += (list.empty() ? "" : ", ") + std::to_string(who);
+    list += (list.empty() ? "" : ", ") + std::to_string(member_place(members, m));
   }
   if (list.empty()) return list;
   return (members != nullptr || world ? "place(s) " : "team rank(s) ") + list;
@@ -259,7 +257,7 @@ void report_team_stalls(double after_s) try {
       const int n = s.members ? static_cast<int>(s.members->size()) : d.size;
       std::string missing;
       for (int m = 0; m < n; ++m) {
-        const int p = member_place(s, static_cast<std::size_t>(m), d.size);
+        const int p = member_place(s.members.get(), static_cast<std::size_t>(m));
         if (p == d.rank || (s.from >= 0 && m != s.from) || s.sigs[static_cast<std::size_t>(m)] != no_part) continue;
         missing += (missing.empty() ? "" : ", ") + std::to_string(p);
       }
