@@ -2,10 +2,12 @@
 //
 // The kernel ports Parboil's optimised gen_hists (src/cuda/tpacf_kernel.cu): one block of 256 threads per histogram
 // (DD, the RR of a random set, the DR of a random set); per step 256 points staged in shared memory between two
-// barriers; each thread takes one point of the other side, finds the bin by a binary search over the bounds in
-// constant memory and counts it with a shared-memory atomic into one of 128 sub-histograms; a self block (DD, RR)
-// counts only the pairs a < c. It is written at block level (apgas::thread_block): on a GPU the ordinary kernel, on
-// a CPU place a loop over the block's threads.
+// barriers; each thread takes one point of the other side, computes its dot products with the staged points sixteen
+// at a time (registers on a GPU, a vectorised loop on a CPU), finds each one's bin by a binary search over the bounds
+// in constant memory and counts it with a shared-memory atomic into one of 128 sub-histograms; a self block (DD, RR)
+// counts only the pairs a < c. The staged tile starts zeroed: a last group of sixteen may read past the step's
+// points (never past the tile), and does not count those. It is written at block level (apgas::thread_block): on a
+// GPU the ordinary kernel, on a CPU place a loop over the block's threads.
 //
 // Places: the random sets are split over the compute places of every host (its GPU places, or its CPU place); the
 // first also computes DD. The counts are integers: any split gives the same histograms.
@@ -23,16 +25,17 @@ constexpr const char* prog = "apgas_parboil_tpacf";
 using tpacf::bins;
 using tpacf::block;
 using tpacf::sub_histograms;
+constexpr int chunk = 16;
 
 // Parboil's binary search over dev_binb[] (branch-free; tpacf::find_bin).
 APGAS_KERNEL inline int find_bin(std::span<const float> binb, float d) {
-  int lo = 0;
+  const float* lo = binb.data();
   for (int len = bins; len > 1;) {
     const int half = len / 2;
-    lo = d < binb[lo + half] ? lo + half : lo;
+    lo = d < lo[half] ? lo + half : lo;
     len -= half;
   }
-  return d < binb[lo] && d >= binb[lo + 1] ? lo : -1;
+  return d < lo[0] && d >= lo[1] ? static_cast<int>(lo - binb.data()) : -1;
 }
 
 // At p's host, on place p: DD (when dd), then the RR and the DR of the m random sets of xyz (tpacf::pick's layout);
@@ -44,7 +47,7 @@ std::vector<tpacf::bin_count> gen_hists(apgas::place p, const std::vector<float>
   // gen_hists<<<blocks, 256>>>: one block per histogram, one thread per point of the other side.
   const auto kernel = apgas::cuda_kernel(
       apgas::grid{(dd ? 1 : 0) + 2 * m, block}, apgas::constant_from(std::span<const float>(binb)),  // dev_binb
-      apgas::shared_uninit<float, 3 * block>(),          // __shared__ data_s[3][BLOCK_SIZE]
+      apgas::shared<float, 3 * block>(),                 // __shared__ data_s[3][BLOCK_SIZE], zeroed
       apgas::shared<unsigned, bins * sub_histograms>(),  // warp_hists, zeroed
       [=] APGAS_KERNEL(apgas::thread_block b, std::span<const float> binb, apgas::shared_span<float, 3 * block> tile,
                        apgas::shared_span<unsigned, bins * sub_histograms> sub) {
@@ -67,9 +70,16 @@ std::vector<tpacf::bin_count> gen_hists(apgas::place p, const std::vector<float>
               const float rx = r[rj], ry = r[stride + rj], rz = r[2 * stride + rj];
               int kn = n - i < block ? n - i : block;
               if (self && rj - i < kn) kn = rj - i;  // self: only the pairs i + k < rj
-              for (int k = 0; k < kn; ++k) {
-                const int bin = find_bin(binb, tile[k] * rx + tile[block + k] * ry + tile[2 * block + k] * rz);
-                if (bin >= 0) apgas::atomic_add(sub, bin * sub_histograms + t.linear / 2, 1u);
+              for (int k0 = 0; k0 < kn; k0 += chunk) {  // chunk dot products, then their bins
+                float dot[chunk];
+                for (int k = 0; k < chunk; ++k) {
+                  dot[k] = tile[k0 + k] * rx + tile[block + k0 + k] * ry + tile[2 * block + k0 + k] * rz;
+                }
+                for (int k = 0; k < chunk; ++k) {
+                  if (k0 + k == kn) break;
+                  const int bin = find_bin(binb, dot[k]);
+                  if (bin >= 0) apgas::atomic_add(sub, bin * sub_histograms + t.linear / 2, 1u);
+                }
               }
             });
           }

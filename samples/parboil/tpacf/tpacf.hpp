@@ -295,13 +295,13 @@ struct histograms {
 /// The bin of a dot product by Parboil's binary search over the decreasing bounds, written without branches: the bin
 /// b with binb[b] > d >= binb[b + 1], or -1 outside [binb[20], binb[0]) (and for NaN).
 inline int find_bin(const float* binb, float d) {
-  int lo = 0;
+  const float* lo = binb;
   for (int len = bins; len > 1;) {
     const int half = len / 2;
-    lo = d < binb[lo + half] ? lo + half : lo;
+    lo = d < lo[half] ? lo + half : lo;
     len -= half;
   }
-  return d < binb[lo] && d >= binb[lo + 1] ? lo : -1;
+  return d < lo[0] && d >= lo[1] ? static_cast<int>(lo - binb) : -1;
 }
 
 /// The serial reference, written independently of the kernels: for every pair, the number of bounds above its dot
