@@ -5,6 +5,7 @@
 
 #include <apgas/detail/remote.hpp>
 #include <apgas/error.hpp>
+#include <apgas/global.hpp>  // (detail::here_id)
 #include <apgas/place.hpp>
 
 #include <string>
@@ -53,6 +54,14 @@ place here() {
   detail::require_activity("apgas::here");
   return place(detail::tree().here_host);
 }
+
+namespace detail {
+// here().id() in one call less: remote_array::data() asks it at every use, in kernel bodies once per block or more.
+int here_id() {
+  require_activity("apgas::here");
+  return tree().here_host;
+}
+}  // namespace detail
 
 std::span<const place> places() noexcept {
   const auto& t = detail::tree();

@@ -35,8 +35,6 @@ void not_at_home(const char* what, int home) {
                             " (go there with at/async_at, or copy it with async_copy)");
 }
 
-int here_id() { return here().id(); }
-
 std::uint64_t place_local_new_id() {
   auto& t = locals();
   std::lock_guard lock(t.mutex);
