@@ -30,6 +30,8 @@
 
 #include <apgas/transport/transport.hpp>
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -127,6 +130,56 @@ std::uint64_t process_start(long pid, bool& alive) {
   return std::strtoull(q, nullptr, 10);
 }
 
+// A place that stops on a death leaves its verdict where the places of its host can read it once its process has
+// ended: /dev/shm/apgas-verdict-<pid>, "<start> <dead place> <why>". Its dead notice may never arrive (a notice waits
+// behind a large transfer in progress, and the transfer dies with the process): a peer that finds this process ended
+// then names the place in the verdict, not this one. The start time tells a verdict from one of an earlier process
+// with the same pid; verdicts over a minute old are removed when a run starts on the host (remove_old_verdicts).
+constexpr const char* verdict_dir = "/dev/shm";
+constexpr const char* verdict_prefix = "apgas-verdict-";
+
+void leave_verdict(int rank, int dead, const std::string& why) noexcept {
+  if (g_peers.size() <= static_cast<std::size_t>(rank)) return;  // (before start-up's exchange: no one to read it)
+  char path[96];
+  std::snprintf(path, sizeof path, "%s/%s%lld", verdict_dir, verdict_prefix, static_cast<long long>(::getpid()));
+  if (std::FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "%llu %d %s\n", static_cast<unsigned long long>(g_peers[static_cast<std::size_t>(rank)].start), dead,
+                 why.c_str());
+    std::fclose(f);
+  }
+}
+
+// Verdicts left over a minute ago on this host: read long since, or by nobody.
+void remove_old_verdicts() noexcept {
+  DIR* dir = ::opendir(verdict_dir);
+  if (dir == nullptr) return;
+  const std::size_t n = std::strlen(verdict_prefix);
+  while (const dirent* e = ::readdir(dir)) {
+    if (std::strncmp(e->d_name, verdict_prefix, n) != 0) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), e->d_name, &st, 0) == 0 && std::time(nullptr) - st.st_mtime > 60) {
+      (void)::unlinkat(::dirfd(dir), e->d_name, 0);
+    }
+  }
+  ::closedir(dir);
+}
+
+// The dead place named by the verdict of peer p (whose process has ended), and why; -1 if it left none.
+int read_verdict(const peer_identity& p, std::string& why) {
+  char path[96];
+  std::snprintf(path, sizeof path, "%s/%s%lld", verdict_dir, verdict_prefix, static_cast<long long>(p.pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return -1;
+  unsigned long long start = 0;
+  int dead = -1;
+  char text[512] = {};
+  const int got = std::fscanf(f, "%llu %d %511[^\n]", &start, &dead, text);
+  std::fclose(f);
+  if (got < 2 || start != p.start || dead < 0) return -1;
+  why = text;
+  return dead;
+}
+
 std::atomic<bool> g_declared{false};
 
 // This thread stops the place; if another one is stopping it already, this one waits for the end.
@@ -179,6 +232,7 @@ void tell_others(int rank, int last, bool skip_last, Make make) {
   claim_the_stop();
   std::fprintf(stderr, "apgas: place %d: place %d is dead (%s); stopping this place (exit code 3)\n", rank, dead,
                why.c_str());
+  leave_verdict(rank, dead, why);
   tell_others(rank, dead, dead_process_ended, [dead] {
     writer w = message_writer(16);
     w & msg::dead_notice & static_cast<std::int32_t>(dead);
@@ -187,6 +241,18 @@ void tell_others(int rank, int last, bool skip_last, Make make) {
   obs::emergency_dump("a place died");
   std::fflush(stderr);
   end_process(3, dead);
+}
+
+// Peer `src`, whose process has ended, left a verdict naming place `dead` (leave_verdict): stops this place as its
+// dead notice would have.
+[[noreturn]] void verdict_reported(int src, int dead, const std::string& why) {
+  const int rank = g_dist->rank;
+  if (dead == rank) {
+    stop_place("apgas: place " + std::to_string(rank) + ": declared dead by place " + std::to_string(src) + " (" +
+                   why + "), which has ended since; stopping this place (exit code 3)",
+               "declared dead by another place");
+  }
+  declare_dead(rank, dead, "reported by place " + std::to_string(src) + ", which has ended since: " + why);
 }
 
 // The heartbeats' thread: sends those the detector asks for, until it stops.
@@ -323,6 +389,10 @@ void run_detector(detector& det) {
           stop_place(what, "this process was stopped");
         }
         if (!alive || start != g_peers[p].start) {
+          std::string verdict;
+          if (const int dead = read_verdict(g_peers[p], verdict); dead >= 0) {
+            verdict_reported(static_cast<int>(p), dead, verdict);
+          }
           // That peer may have ended because it found another place dead, and told this one (dead_notice) before
           // it did: the notice may wait in the transport, maybe behind other messages (the workers all compute, or
           // this place was stopped a moment). A thread of its own polls for it for 100 ms (the notice's handler stops
@@ -467,6 +537,7 @@ void set_peer_identities(std::vector<peer_identity> peers) {
   }
   std::lock_guard lock(g_peers_mutex);
   g_peers = std::move(peers);
+  remove_old_verdicts();
 }
 
 int places_on_this_host(int rank) noexcept {
@@ -486,6 +557,11 @@ int dead_local_peer(int rank, std::string& why) {
     bool alive = false;
     const std::uint64_t start = process_start(g_peers[p].pid, alive);
     if (!alive || start != g_peers[p].start) {
+      std::string verdict;
+      if (const int dead = read_verdict(g_peers[p], verdict); dead >= 0 && dead != rank) {
+        why = "reported by place " + std::to_string(p) + ", which has ended since: " + verdict;
+        return dead;
+      }
       why = "its process " + std::to_string(g_peers[p].pid) + " on this host has ended";
       return static_cast<int>(p);
     }

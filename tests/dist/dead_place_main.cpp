@@ -33,6 +33,9 @@
 // provider a survivor's send could spin for ever on a lock the victim held in its region (the detector's own
 // heartbeat or notice among them: nobody stopped), and on tcp a failed receive, which names no peer, stopped place 0
 // without naming the victim (the others then named place 0).
+// With "lost_peer" (3 places, APGAS_TRANSPORT_SHIM=lose_peer:0:2) place 0's transport loses place 2 at place 0's
+// first message to it, and nothing place 0 sends after that leaves: place 0 names place 2 and ends without its dead
+// notices reaching anyone. Place 1 must still name place 2 (from the verdict place 0 left on this host), not place 0.
 // With "slow_end" nobody dies: place 0's place-local object takes twice the heartbeat timeout to destroy at the end
 // of the run, after place 0 let the others go on (its go may wait in its transport meanwhile): nobody may be taken
 // for dead.
@@ -88,6 +91,11 @@ int main(int argc, char** argv) {
       });
     });
     std::printf("apgas::run returned %d: the dead place was not noticed\n", rc);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "lost_peer") == 0) {  // with APGAS_TRANSPORT_SHIM=lose_peer:0:2
+    const int rc = apgas::run(argc, argv, [] { apgas::at(apgas::place(2), [] {}); });
+    std::printf("apgas::run returned %d: the lost place was not noticed\n", rc);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "remote_end") == 0) {

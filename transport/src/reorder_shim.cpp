@@ -114,13 +114,17 @@ namespace {
 // barrier instead. With fail_send:R:K (tests of a failing transport) rank R's K-th message of more than one byte
 // (send(), not the bulk path) throws transport_error, as a backend whose send failed would. With stuck_poll:R:K rank
 // R's K-th poll never returns, as a backend deadlocked in a call (Open MPI's tcp transport, a peer dying under it).
+// With lose_peer:R:P (tests of how a death is reported) rank R's first message of more than one byte to rank P throws
+// peer_error(P), as a backend that lost its connection to P, and nothing R sends after that leaves (as a dead notice
+// that waits behind a large transfer when R ends).
 class mute_shim final : public transport {
  public:
   mute_shim(std::unique_ptr<transport> inner, int muted, shim_fault fault, int k)
       : inner_(std::move(inner)), muted_(muted == inner_->rank() && fault == shim_fault::mute),
         die_at_(muted == inner_->rank() && fault == shim_fault::die_at_barrier ? k : 0),
         fail_at_(muted == inner_->rank() && fault == shim_fault::fail_send ? k : 0),
-        stuck_at_(muted == inner_->rank() && fault == shim_fault::stuck_poll ? k : 0) {}
+        stuck_at_(muted == inner_->rank() && fault == shim_fault::stuck_poll ? k : 0),
+        lose_(muted == inner_->rank() && fault == shim_fault::lose_peer ? k : -1) {}
   const char* name() const noexcept override { return inner_->name(); }
   int rank() const noexcept override { return inner_->rank(); }
   int size() const noexcept override { return inner_->size(); }
@@ -130,6 +134,14 @@ class mute_shim final : public transport {
     if (fail_at_ > 0 && bytes.size() > 1 && sends_.fetch_add(1, std::memory_order_relaxed) + 1 == fail_at_) {
       throw transport_error("apgas transport shim: rank " + std::to_string(rank()) + " fails its send " +
                             std::to_string(fail_at_) + " (to rank " + std::to_string(dst) + ")");
+    }
+    if (lose_ >= 0) {
+      if (lost_.load(std::memory_order_acquire)) return;
+      if (dst == lose_ && bytes.size() > 1) {
+        lost_.store(true, std::memory_order_release);
+        throw peer_error(dst, "apgas transport shim: rank " + std::to_string(rank()) + " lost its connection to rank " +
+                                  std::to_string(dst));
+      }
     }
     if (!muted_) inner_->send(dst, std::move(bytes));
   }
@@ -144,7 +156,7 @@ class mute_shim final : public transport {
   bool drained() const noexcept override { return inner_->drained(); }
   std::uint32_t next_bulk_tag(int dst) noexcept override { return inner_->next_bulk_tag(dst); }
   void send_bulk(int dst, std::uint32_t tag, std::span<const std::byte> payload) override {
-    if (!muted_) inner_->send_bulk(dst, tag, payload);
+    if (!muted_ && !lost_.load(std::memory_order_acquire)) inner_->send_bulk(dst, tag, payload);
   }
   void recv_bulk(int src, std::uint32_t tag, std::span<std::byte> target, done_fn done, void* ctx) override {
     inner_->recv_bulk(src, tag, target, done, ctx);
@@ -165,6 +177,8 @@ class mute_shim final : public transport {
   int die_at_;
   int fail_at_;
   int stuck_at_;
+  int lose_;                      // the peer rank R loses, -1: none
+  std::atomic<bool> lost_{false};  // it was lost: R sends nothing more
   int barriers_ = 0;
   std::atomic<long long> polls_{0};
   std::atomic<long long> sends_{0};  // (sends come from several threads)

@@ -106,8 +106,8 @@ std::unique_ptr<transport> make_from_env() {
     const std::string s = shim;
     const auto refuse = [&](const std::string& why) {
       throw config_error("APGAS_TRANSPORT_SHIM='" + s + "' " + why +
-                         " (expected reorder, mute:<rank>, die_at_barrier:<rank>:<k>, fail_send:<rank>:<k> or "
-                         "stuck_poll:<rank>:<k>, a rank 0.." +
+                         " (expected reorder, mute:<rank>, die_at_barrier:<rank>:<k>, fail_send:<rank>:<k>, "
+                         "stuck_poll:<rank>:<k> or lose_peer:<rank>:<rank>, a rank 0.." +
                          std::to_string(t->size() - 1) + ", k 1..2147483647)");
     };
     // Digits only (no sign, no spaces), within int: the fields of a shim.
@@ -129,9 +129,10 @@ std::unique_ptr<transport> make_from_env() {
       if (rank >= t->size()) refuse("names no place of this run");
       t = make_mute_shim(std::move(t), rank, shim_fault::mute);
     } else if (v.substr(0, 15) == "die_at_barrier:" || v.substr(0, 10) == "fail_send:" ||
-               v.substr(0, 11) == "stuck_poll:") {
-      const shim_fault fault = v[0] == 'd' ? shim_fault::die_at_barrier
+               v.substr(0, 11) == "stuck_poll:" || v.substr(0, 10) == "lose_peer:") {
+      const shim_fault fault = v[0] == 'd'   ? shim_fault::die_at_barrier
                                : v[0] == 'f' ? shim_fault::fail_send
+                               : v[0] == 'l' ? shim_fault::lose_peer
                                              : shim_fault::stuck_poll;
       const std::string_view rest = v.substr(v.find(':') + 1);
       const std::size_t colon = rest.find(':');
@@ -139,7 +140,7 @@ std::unique_ptr<transport> make_from_env() {
       const int rank = number(rest.substr(0, colon));
       const int k = number(rest.substr(colon + 1));
       if (rank >= t->size()) refuse("names no place of this run");
-      if (k < 1) refuse("has a number out of range");
+      if (fault == shim_fault::lose_peer ? (k >= t->size() || k == rank) : k < 1) refuse("has a number out of range");
       t = make_mute_shim(std::move(t), rank, fault, k);
     } else {
       refuse("is not a shim");
