@@ -139,7 +139,9 @@ constexpr const char* verdict_dir = "/dev/shm";
 constexpr const char* verdict_prefix = "apgas-verdict-";
 
 void leave_verdict(int rank, int dead, const std::string& why) noexcept {
-  if (g_peers.size() <= static_cast<std::size_t>(rank)) return;  // (before start-up's exchange: no one to read it)
+  // (try_lock: never wait here for the start-up exchange, which holds the lock only to set g_peers)
+  std::unique_lock lock(g_peers_mutex, std::try_to_lock);
+  if (!lock.owns_lock() || g_peers.size() <= static_cast<std::size_t>(rank)) return;  // (no one to read it yet)
   char path[96];
   std::snprintf(path, sizeof path, "%s/%s%lld", verdict_dir, verdict_prefix, static_cast<long long>(::getpid()));
   if (std::FILE* f = std::fopen(path, "w")) {
@@ -175,7 +177,7 @@ int read_verdict(const peer_identity& p, std::string& why) {
   char text[512] = {};
   const int got = std::fscanf(f, "%llu %d %511[^\n]", &start, &dead, text);
   std::fclose(f);
-  if (got < 2 || start != p.start || dead < 0) return -1;
+  if (got < 2 || start != p.start || dead < 0 || static_cast<std::size_t>(dead) >= g_peers.size()) return -1;
   why = text;
   return dead;
 }
@@ -535,8 +537,10 @@ void set_peer_identities(std::vector<peer_identity> peers) {
     bool alive = false;
     if (process_start(static_cast<long>(p.pid), alive) != p.start || !alive) p.pid = 0;
   }
-  std::lock_guard lock(g_peers_mutex);
-  g_peers = std::move(peers);
+  {
+    std::lock_guard lock(g_peers_mutex);
+    g_peers = std::move(peers);
+  }
   remove_old_verdicts();
 }
 

@@ -16,7 +16,8 @@ std::unique_ptr<transport> make_ofi();
 std::unique_ptr<transport> make_reorder_shim(std::unique_ptr<transport> inner);
 /// die_at_barrier K > 0: rank is not muted but killed at its K-th barrier.
 /// The fault shims of reorder_shim.cpp: rank `rank` sends nothing (mute), is killed at its k-th barrier
-/// (die_at_barrier) or has its k-th send throw (fail_send), or its k-th poll never return (stuck_poll).
+/// (die_at_barrier) or has its k-th send throw (fail_send), or its k-th poll never return (stuck_poll), or loses
+/// rank k at its first message to it and sends nothing after (lose_peer).
 enum class shim_fault { mute, die_at_barrier, fail_send, stuck_poll, lose_peer };
 std::unique_ptr<transport> make_mute_shim(std::unique_ptr<transport> inner, int rank, shim_fault fault, int k = 0);
 /// True when an MPI-style launcher (mpirun, srun) started this process.
