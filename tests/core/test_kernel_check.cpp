@@ -5,6 +5,7 @@
 #define APGAS_KERNEL_CHECKS 1
 #include "support/run.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <span>
 #include <stdexcept>
@@ -27,7 +28,8 @@ void checking(F&& body, bool on = true) {
   ASSERT_TRUE(finished);
 }
 
-// The messages of the kernel_check_errors an at() of kernel k reported (one per failed block).
+// The messages of the kernel_check_errors an at() of kernel k reported (one per failed block), sorted: blocks run
+// on any worker in any order, so the order they fail in is not the order of their numbers.
 template <class K>
 std::vector<std::string> reports(const K& k) {
   std::vector<std::string> out;
@@ -37,6 +39,7 @@ std::vector<std::string> reports(const K& k) {
     for (const auto& e : m.of_type<apgas::kernel_check_error>()) out.push_back(e->what());
     EXPECT_EQ(m.of_type<apgas::kernel_check_error>().size(), m.size()) << "other exceptions than kernel_check_error";
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
