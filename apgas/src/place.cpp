@@ -56,6 +56,8 @@ place here() {
 }
 
 namespace detail {
+int g_here = no_run;
+
 // here().id() in one call less: remote_array::data() asks it at every use, in kernel bodies once per block or more.
 int here_id() {
   require_activity("apgas::here");

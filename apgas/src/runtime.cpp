@@ -12,6 +12,7 @@
 
 #include <apgas/activity.hpp>
 #include <apgas/error.hpp>
+#include <apgas/global.hpp>
 #include <apgas/runtime.hpp>
 
 #include <unistd.h>
@@ -223,6 +224,7 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   set_tree(std::move(t));
   auto sched = std::make_unique<scheduler>(cfg, places_on_this_host(tp->rank()));
   set_scheduler(sched.get());
+  g_here = tree().here_host;  // (remote_array::data()'s check; no activity runs yet)
   tp->barrier();  // every place is ready to receive before place 0 sends anything
   // (the start-up watchdog stays armed through the trace's clock synchronisation, whose barriers a place that died
   // would hold up for ever: nothing else watches until the failure detector starts)
@@ -286,6 +288,7 @@ int run_places(const config& cfg, bool valid, function_ref<void()> main) {
   dist_stop();
   gpu_stop();
   sched.reset();  // stop and join the workers
+  g_here = no_run;
   place_local_end_of_run();
   obs::stop(*tp);
   set_scheduler(nullptr);

@@ -34,6 +34,12 @@ namespace detail {
 [[noreturn]] void not_at_home(const char* what, int home);
 /// The host place of the caller (bad outside a run).
 int here_id();
+/// This process's host place while a run's workers are up, no_run otherwise: what remote_array::data() and
+/// global_ref compare their home with at every use, a load where here_id() is a call that also checks that the caller
+/// is an activity (data() is called in kernel bodies once a block or once a thread). Outside a run the comparison
+/// fails and not_at_home reports what here_id() reports. Written by the runtime only (runtime.cpp).
+inline constexpr int no_run = -2;  // (a default-constructed handle's home is -1)
+extern int g_here;
 void* place_local_get(std::uint64_t id);
 void place_local_put(std::uint64_t id, void* obj, void (*destroy)(void*));
 /// Destroys this place's instance of handle `id`; where it has none, bad_place_exception if `must_exist`, else nothing.
@@ -90,7 +96,7 @@ class global_ref {
   place home() const noexcept { return place(home_); }
   /// The object; only at home (bad_place_exception elsewhere).
   T& operator*() const {
-    if (detail::here_id() != home_) detail::not_at_home("apgas::global_ref", home_);
+    if (detail::g_here != home_) detail::not_at_home("apgas::global_ref", home_);
     return *reinterpret_cast<T*>(addr_);
   }
   T* operator->() const { return &**this; }
@@ -187,7 +193,7 @@ class remote_array {
 #if defined(__CUDA_ARCH__)
     return reinterpret_cast<T*>(addr_);
 #else
-    if (detail::here_id() != home_) detail::not_at_home("apgas::remote_array", home_);
+    if (detail::g_here != home_) detail::not_at_home("apgas::remote_array", home_);
     return reinterpret_cast<T*>(addr_);
 #endif
   }
