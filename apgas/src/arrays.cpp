@@ -16,6 +16,7 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <system_error>
 
 namespace apgas::detail {
 namespace {
@@ -42,6 +44,12 @@ array_table& arrays() {
 
 std::string place_name(int place) { return "place " + std::to_string(place); }
 
+// Memory the OS refused (errno err) for an array of `bytes`.
+[[noreturn]] void refused(std::size_t bytes, int err) {
+  throw out_of_memory("apgas::make_remote_array: the OS refused " + std::to_string(bytes) + " bytes at " +
+                      place_name(here_id()) + " (" + std::system_category().message(err) + ")");
+}
+
 // A large array's mapping: whole huge pages, the first at a boundary of `align` (2 MiB or a larger power of two).
 std::size_t mapped_bytes(std::size_t bytes) { return (bytes + huge_page - 1) / huge_page * huge_page; }
 
@@ -49,7 +57,7 @@ void* map_large(std::size_t bytes, std::size_t align) {
   const std::size_t len = mapped_bytes(bytes);
   // Map `align` more than needed and give back the parts before the first boundary and after the end.
   void* m = ::mmap(nullptr, len + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) throw std::bad_alloc();
+  if (m == MAP_FAILED) refused(bytes, errno);
   const auto start = reinterpret_cast<std::uintptr_t>(m);
   const std::uintptr_t aligned = (start + align - 1) & ~(align - 1);
   if (aligned > start) ::munmap(m, aligned - start);
@@ -105,7 +113,7 @@ array_token array_new(std::size_t bytes, std::size_t align) {
     if (align < 64) align = 64;
     const std::size_t size = bytes == 0 ? align : (bytes + align - 1) / align * align;
     p = std::aligned_alloc(align, size);
-    if (p == nullptr) throw std::bad_alloc();
+    if (p == nullptr) refused(bytes, ENOMEM);  // (the alignment is valid: only memory can fail)
     std::memset(p, 0, size);
   }
   try {

@@ -26,7 +26,7 @@ namespace {
 enum class exc : std::uint8_t {
   other = 0, apgas_error, dead_place, bad_place, clock_use, illegal_operation, serialization, transport_e, config,
   cuda = 9, kernel_launch = 10,
-  kernel_check = 11,
+  kernel_check = 11, out_of_memory = 12,
   std_exception = 20, runtime_error, logic_error, invalid_argument, out_of_range, length_error, domain_error,
   range_error, overflow_error, underflow_error, bad_alloc, multiple = 40,
   relayed = 41  // a remote_error passed on: its type name (readable already) and message, as they came
@@ -64,6 +64,7 @@ void encode_exception(writer& w, const std::exception_ptr& e) {
       return;
     }
     if (encode_as<error>(w, x, exc::apgas_error) || encode_as<kernel_check_error>(w, x, exc::kernel_check) ||
+        encode_as<out_of_memory>(w, x, exc::out_of_memory) ||
         encode_as<bad_place_exception>(w, x, exc::bad_place) || encode_as<clock_use_exception>(w, x, exc::clock_use) ||
         encode_as<illegal_operation_exception>(w, x, exc::illegal_operation) ||
         encode_as<serialization_error>(w, x, exc::serialization) ||
@@ -112,6 +113,7 @@ std::exception_ptr decode_exception(reader& r) {
     case exc::transport_e: return std::make_exception_ptr(transport_error(what));
     case exc::config: return std::make_exception_ptr(config_error(what));
     case exc::kernel_check: return std::make_exception_ptr(kernel_check_error(what));
+    case exc::out_of_memory: return std::make_exception_ptr(out_of_memory(what));
     case exc::relayed: return std::make_exception_ptr(remote_error(type, what));
     case exc::std_exception: return std::make_exception_ptr(remote_error(demangle(type.c_str()), what));
     case exc::runtime_error: return std::make_exception_ptr(std::runtime_error(what));

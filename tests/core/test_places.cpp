@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <new>
 #include <span>
 #include <stdexcept>
@@ -362,6 +363,33 @@ TEST(Places, AnArrayLargerThanTheAddressSpaceIsRefusedNamingItsSize) {
                 std::string::npos)
           << e.what();
     }
+  });
+}
+
+// An array the OS refuses is an out_of_memory (a std::bad_alloc) naming the bytes and the place (it was a bare
+// std::bad_alloc): 64 TiB, more than this machine's memory and swap, which the kernel's overcommit check refuses in
+// modes 0 and 2 (in mode 1 it would map it, and the touching of every page would meet the OOM killer).
+TEST(Places, AnArrayTheOsRefusesIsOutOfMemoryNamingItsSize) {
+  int mode = -1;
+  if (std::FILE* f = std::fopen("/proc/sys/vm/overcommit_memory", "r")) {
+    if (std::fscanf(f, "%d", &mode) != 1) mode = -1;
+    std::fclose(f);
+  }
+  if (mode != 0 && mode != 2) GTEST_SKIP() << "vm.overcommit_memory is " << mode << ": the OS would not refuse";
+  run_on(1, [] {
+    const std::size_t bytes = std::size_t{1} << 46;
+    try {
+      (void)apgas::make_remote_array<char>(apgas::here(), bytes);
+      ADD_FAILURE() << "not refused";
+    } catch (const apgas::out_of_memory& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("apgas::make_remote_array: the OS refused " + std::to_string(bytes) + " bytes at place 0 ("),
+                std::string::npos)
+          << what;
+    }
+    EXPECT_THROW((void)apgas::make_remote_array<char>(apgas::here(), bytes), std::bad_alloc);
+    auto fine = apgas::make_remote_array<char>(apgas::here(), std::size_t{4} << 20);  // nothing was left half made
+    apgas::free_remote_array(fine);
   });
 }
 

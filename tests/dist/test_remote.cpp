@@ -293,6 +293,12 @@ TEST(Remote, AtRethrowsTheRemoteExceptionRaw) {
     } catch (const apgas::bad_place_exception& e) {
       EXPECT_NE(std::string(e.what()).find("1000"), std::string::npos);
     }
+    try {  // memory refused there keeps its type (a std::bad_alloc) and its text
+      apgas::at(apgas::place(1), [] { throw apgas::out_of_memory("refused at " + std::to_string(apgas::here().id())); });
+      ADD_FAILURE() << "at did not throw";
+    } catch (const apgas::out_of_memory& e) {
+      EXPECT_STREQ(e.what(), "refused at 1");
+    }
   });
 }
 

@@ -2,10 +2,13 @@
 #pragma GCC visibility push(default)  // libapgas exports what its public headers declare (docs/building.md)
 /// @file error.hpp
 /// The exception hierarchy of apgas. Every exception the runtime throws derives from apgas::error, itself a
-/// std::runtime_error, so `catch (const std::exception&)` still sees them.
+/// std::runtime_error, so `catch (const std::exception&)` still sees them; two follow the standard's categories
+/// instead: memory the OS refuses is an out_of_memory (a std::bad_alloc), and a size past the address space a
+/// std::length_error.
 
 #include <cstddef>
 #include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -84,6 +87,17 @@ class illegal_operation_exception : public error {
 class serialization_error : public error {
  public:
   using error::error;
+};
+
+/// Memory the OS refused: a remote array's at a host place (mmap or the C library failed). A std::bad_alloc, what
+/// a C++ program catches for memory, whose what() names the operation, the bytes, the place and the OS's reason.
+class out_of_memory : public std::bad_alloc {
+ public:
+  explicit out_of_memory(const std::string& what) : what_(what) {}
+  const char* what() const noexcept override { return what_.what(); }
+
+ private:
+  std::runtime_error what_;  // (copied without throwing, as an exception must be)
 };
 
 /// A transport failed or refused a peer.
