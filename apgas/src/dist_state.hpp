@@ -188,6 +188,7 @@ struct dist_state final : transport::handler {
   std::pmr::map<std::uint64_t, team_progress> team_seqs{&pool};  // team id -> where this place is in it
   std::uint64_t team_splits = 0;
   int team_stalls_reported = 0;  // long team waits reported at this place (report_team_stalls)
+  bool held_exceptions_reported = false;  // report_team_stalls printed the exceptions its finishes hold
   std::pmr::map<std::pair<std::uint64_t, std::uint64_t>, team_slot> team{&pool};  // (team id, operation) -> parts
   std::uint64_t next_ticket = 1;
   std::pmr::unordered_map<std::uint64_t, std::span<std::byte>> tickets{&pool};  // where answers to our bulk_gets go

@@ -24,6 +24,13 @@ void finish_state::add_exception(std::exception_ptr e) noexcept {
   }
 }
 
+bool finish_state::exceptions_so_far(std::vector<std::exception_ptr>& out) {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  out.insert(out.end(), exceptions_.begin(), exceptions_.end());
+  return true;
+}
+
 void finish_state::complete() noexcept {
   if (proxy_) {
     proxy_complete(*this);

@@ -58,6 +58,9 @@ class finish_state {
   /// Move the recorded exceptions out (a proxy's report), once the count has reached 0: nobody can add one then.
   std::vector<std::exception_ptr> take_exceptions_quiescent() noexcept;
   void add_exception(std::exception_ptr e) noexcept;
+  /// Copies of the exceptions recorded so far, for a report while the finish still waits; false (and nothing) if the
+  /// lock is taken: the caller holds the table lock, and must not wait for this one.
+  bool exceptions_so_far(std::vector<std::exception_ptr>& out);
   /// Called by the activity that owns the finish, after its body.
   void wait();
   /// Throw multiple_exceptions if anything was recorded.

@@ -58,7 +58,7 @@ place here() {
 namespace detail {
 int g_here = no_run;
 
-// here().id() in one call less: remote_array::data() asks it at every use, in kernel bodies once per block or more.
+// here().id() in one call less (global_ref's making, not_at_home's message, the registry's reports).
 int here_id() {
   require_activity("apgas::here");
   return tree().here_host;

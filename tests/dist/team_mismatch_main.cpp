@@ -7,19 +7,23 @@
 //                    place 2, and go on when it comes (apgas.dist.team_wait_reported).
 //   extra_broadcast  place 0 broadcasts twice, the others receive once: the run ends, and places 1 and 2 say that
 //                    the second broadcast's part was taken by no operation (apgas.dist.team_part_untaken).
+//   member_throws    place 2 throws instead of joining a barrier: places 0 and 1 wait for ever, and place 0, home of
+//                    the finish that holds the exception, prints it with its report of the wait; 6 heartbeat timeouts
+//                    later place 0 ends the process (exit code 4) to end the test (apgas.dist.team_member_threw).
 #include <apgas/apgas.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 int main(int argc, char** argv) {
   const std::string arg = argc > 1 ? argv[1] : "";
-  const int mode = arg == "late_member" ? 1 : arg == "extra_broadcast" ? 2 : 0;
+  const int mode = arg == "late_member" ? 1 : arg == "extra_broadcast" ? 2 : arg == "member_throws" ? 3 : 0;
   const int rc = apgas::run(argc, argv, [mode] {
     apgas::finish([mode] {
       for (apgas::place p : apgas::places()) {
@@ -30,6 +34,18 @@ int main(int argc, char** argv) {
               const char* hb = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
               std::this_thread::sleep_for(std::chrono::seconds(3 * std::atoi(hb != nullptr ? hb : "5")));
             }
+            w.barrier();
+          } else if (mode == 3) {
+            const char* hb = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
+            const int s = 6 * std::atoi(hb != nullptr ? hb : "5");
+            if (apgas::here().id() == 0) {
+              std::thread([s] {
+                std::this_thread::sleep_for(std::chrono::seconds(s));
+                std::fflush(stderr);
+                std::_Exit(4);
+              }).detach();
+            }
+            if (apgas::here().id() == 2) throw std::runtime_error("member 2 threw before the barrier");
             w.barrier();
           } else if (mode == 2) {
             std::vector<long> v(4, 1);

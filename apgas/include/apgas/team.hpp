@@ -25,7 +25,9 @@
 /// to place 0 at place 0, a broadcast from place 0 at the others), or waiting for a member that never calls the
 /// operation (it returned, threw, or called another one first), still wait for ever; while the failure detector runs
 /// (APGAS_HEARTBEAT_TIMEOUT > 0), a member that has waited twice its timeout says so once on stderr, naming the
-/// operation and the places whose parts it waits for (8 such reports a run at most). Parts that arrived and that no
+/// operation and the places whose parts it waits for (8 such reports a run at most), and, once, while such a wait goes
+/// on, the exceptions (up to 5) that finishes homed at its place hold so far (a member that threw instead of joining:
+/// its exception was never seen, the finish holding it cannot end). Parts that arrived and that no
 /// operation took (a member called fewer of the team's operations than the sender) are reported when the run ends. A
 /// member whose own arguments are wrong (a length, counts) still sends its messages, marked as failed, so that no
 /// member waits forever, and throws illegal_operation_exception; a member that receives a failed part, or a part of the
