@@ -251,9 +251,7 @@ void report_team_stalls(double after_s) try {
   {
     std::lock_guard lock(d.mutex);
     const auto now = std::chrono::steady_clock::now();
-    bool stalled = false;  // a wait reported, now or before, goes on
     for (auto& [key, s] : d.team) {
-      stalled = stalled || (s.waiter != nullptr && s.reported);
       const double waited = std::chrono::duration<double>(now - s.since).count();
       if (s.waiter == nullptr || s.reported || waited < after_s || d.team_stalls_reported > max_stall_reports) continue;
       s.reported = true;
@@ -268,7 +266,6 @@ void report_team_stalls(double after_s) try {
       std::snprintf(line, sizeof line, "apgas: place %d: %s (operation %llu of a team of %d places) has waited %.0f s "
                     "for the part of place(s) ", d.rank, s.what != nullptr ? s.what : "a team operation",
                     static_cast<unsigned long long>(key.second), n, waited);
-      stalled = true;
       lines.push_back(line + missing +
                       " (still waiting: fine if they are busy; if one never calls this operation, because it returned, "
                       "threw or called another of the team's operations first, the wait never ends)");
@@ -280,6 +277,9 @@ void report_team_stalls(double after_s) try {
     // A member that threw before the operation never comes, and its exception waits, unprinted, in a finish that
     // cannot end (the others wait in the operation). Where such a finish is homed here, its exceptions so far are
     // printed while a reported wait goes on, once (a finish whose lock is taken is left out: no waiting here).
+    const bool stalled = std::any_of(d.team.begin(), d.team.end(), [](const auto& kv) {
+      return kv.second.waiter != nullptr && kv.second.reported;  // a wait reported, now or before, goes on
+    });
     if (stalled && !d.held_exceptions_reported) {
       for (const auto& [serial, fs] : d.homes) (void)fs->exceptions_so_far(held);
       d.held_exceptions_reported = !held.empty();
@@ -288,18 +288,10 @@ void report_team_stalls(double after_s) try {
   for (const std::string& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
   constexpr std::size_t shown = 5;
   for (std::size_t i = 0; i < held.size() && i < shown; ++i) {
-    std::string text;
-    try {
-      std::rethrow_exception(held[i]);
-    } catch (const std::exception& x) {
-      text = type_name(typeid(x)) + ": " + x.what();
-    } catch (...) {
-      text = "a value not derived from std::exception";
-    }
     std::fprintf(stderr,
                  "apgas: place %d: [%zu/%zu] a finish waiting here holds an exception of an activity that ended (one "
                  "thrown before a team operation would explain the wait): %s\n",
-                 d.rank, i + 1, held.size(), text.c_str());
+                 d.rank, i + 1, held.size(), exception_text(held[i]).c_str());
   }
 } catch (...) {  // (no memory for a report: the waits go on unreported)
 }

@@ -107,4 +107,17 @@ std::string current_exception_type_name() {
   const std::type_info* t = abi::__cxa_current_exception_type();
   return t != nullptr ? demangle(t->name()) : std::string("an unknown type");
 }
+
+std::string exception_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return type_name(typeid(x)) + ": " + x.what();
+  } catch (...) {
+    std::string s = "a value of type ";  // (appended piece by piece: GCC 12 warns falsely on literal + string)
+    s += current_exception_type_name();
+    s += " (not derived from std::exception)";
+    return s;
+  }
+}
 }  // namespace apgas::detail

@@ -136,14 +136,7 @@ bool agree_on_settings(transport::transport& tp, bool valid, int& heartbeat_s) {
 }
 
 void print_exception(const std::exception_ptr& e, std::size_t i, std::size_t n) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    std::fprintf(stderr, "apgas:   [%zu/%zu] %s: %s\n", i + 1, n, type_name(typeid(x)).c_str(), x.what());
-  } catch (...) {
-    std::fprintf(stderr, "apgas:   [%zu/%zu] a value of type %s (not derived from std::exception)\n", i + 1, n,
-                 current_exception_type_name().c_str());
-  }
+  std::fprintf(stderr, "apgas:   [%zu/%zu] %s\n", i + 1, n, exception_text(e).c_str());
 }
 
 }  // namespace

@@ -378,15 +378,11 @@ TEST(Places, AnArrayTheOsRefusesIsOutOfMemoryNamingItsSize) {
   if (mode != 0 && mode != 2) GTEST_SKIP() << "vm.overcommit_memory is " << mode << ": the OS would not refuse";
   run_on(1, [] {
     const std::size_t bytes = std::size_t{1} << 46;
-    try {
-      (void)apgas::make_remote_array<char>(apgas::here(), bytes);
-      ADD_FAILURE() << "not refused";
-    } catch (const apgas::out_of_memory& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("apgas::make_remote_array: the OS refused " + std::to_string(bytes) + " bytes at place 0 ("),
-                std::string::npos)
-          << what;
-    }
+    const std::string what =
+        apgas_test::what_of<apgas::out_of_memory>([&] { (void)apgas::make_remote_array<char>(apgas::here(), bytes); });
+    EXPECT_NE(what.find("apgas::make_remote_array: the OS refused " + std::to_string(bytes) + " bytes at place 0 ("),
+              std::string::npos)
+        << what;
     EXPECT_THROW((void)apgas::make_remote_array<char>(apgas::here(), bytes), std::bad_alloc);
     auto fine = apgas::make_remote_array<char>(apgas::here(), std::size_t{4} << 20);  // nothing was left half made
     apgas::free_remote_array(fine);

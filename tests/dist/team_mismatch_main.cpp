@@ -29,17 +29,14 @@ int main(int argc, char** argv) {
       for (apgas::place p : apgas::places()) {
         apgas::async_at(p, [mode] {
           apgas::team w = apgas::team::world();
+          const char* hb_text = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
+          const int hb = std::atoi(hb_text != nullptr ? hb_text : "5");
           if (mode == 1) {
-            if (apgas::here().id() == 2) {
-              const char* hb = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
-              std::this_thread::sleep_for(std::chrono::seconds(3 * std::atoi(hb != nullptr ? hb : "5")));
-            }
+            if (apgas::here().id() == 2) std::this_thread::sleep_for(std::chrono::seconds(3 * hb));
             w.barrier();
           } else if (mode == 3) {
-            const char* hb = std::getenv("APGAS_HEARTBEAT_TIMEOUT");
-            const int s = 6 * std::atoi(hb != nullptr ? hb : "5");
             if (apgas::here().id() == 0) {
-              std::thread([s] {
+              std::thread([s = 6 * hb] {
                 std::this_thread::sleep_for(std::chrono::seconds(s));
                 std::fflush(stderr);
                 std::_Exit(4);
