@@ -1,6 +1,6 @@
 // apgas_bench_gpu: GPU places against the raw CUDA Driver API, in the same run, on the same GPU (the first GPU place
 // of this host). Compiled by nvcc (apgas_add_cuda_sources).
-//   apgas_bench_gpu [--repeats N] [--no-sweep]
+//   apgas_bench_gpu [--repeats N] [--no-sweep | --direct-only]
 // Prints one line per comparison: `ratio <name> <ours/anchor> (ours <x> <unit>, anchor <y> <unit>)`:
 //   launch_rtt_raw              finish { async_at(gpu, empty 1x1 kernel) }  /  cuLaunchKernel + cuStreamSynchronize
 //   h2d_pageable_<S>MiB         async_copy of S MiB from pageable memory (the spooler)  /  cuMemcpyHtoD from pinned
@@ -9,9 +9,12 @@
 //                               the spooler  /  cuMemcpyHtoD (DtoH) from the same pageable memory (below 1 = better)
 //   h2d_pinned_<S>MiB, d2h_pinned_<S>MiB
 //                               async_copy from (into) a pinned_vector (one DMA)  /  cuMemcpyHtoD (DtoH) from pinned
-// for S in 1, 16, 256, 1024; then (unless --no-sweep) one line per slice size of the spooler:
+// for S in 1, 16, 256, 1024 (a copy of at most APGAS_CUDA_DIRECT_COPY bytes is one driver call, not the spooler: its
+// lines say h2d_direct_... instead of h2d_...); then (unless --no-sweep) one line per slice size of the spooler:
 //   sweep slice=<bytes> h2d_GBps=<x> d2h_GBps=<y>   (256 MiB from pageable memory)
-// which is how the default APGAS_CUDA_DMA_SLICE is chosen. Each figure is the median of --repeats (default 7)
+// which is how the default APGAS_CUDA_DMA_SLICE is chosen, and one line per size around the direct copies' limit:
+//   direct bytes=<n> h2d_spooled_ms=<x> h2d_direct_ms=<y> d2h_spooled_ms=<x> d2h_direct_ms=<y>
+// which is how the default APGAS_CUDA_DIRECT_COPY is chosen. Each figure is the median of --repeats (default 7)
 // timed operations after a warm-up; apgas runs and raw driver runs alternate (the runtime is stopped while the
 // driver is timed). Exits 2 when this host has no GPU place.
 #include <apgas/apgas.hpp>
@@ -130,10 +133,13 @@ double ours_launch_rtt(int iters) {
 
 // Seconds per copy of `bytes`, host->device and device->host: from pageable host memory (the spooler), or from a
 // pinned_vector (one DMA straight from it).
-std::pair<double, double> ours_copy(std::size_t bytes, std::size_t slice, int repeats, bool pinned = false) {
+constexpr std::size_t from_env = ~std::size_t{0};
+std::pair<double, double> ours_copy(std::size_t bytes, std::size_t slice, int repeats, bool pinned = false,
+                                    std::size_t direct = from_env) {
   std::pair<double, double> out;
   apgas::config cfg = apgas::config::from_env();
   if (slice != 0) cfg.cuda_dma_slice = slice;
+  if (direct != from_env) cfg.cuda_direct_copy = direct;
   apgas::run(cfg, [&] {
     const apgas::place g = apgas::here().children()[0];
     std::vector<char> pageable;
@@ -209,25 +215,44 @@ int first_gpu_ordinal() {
   return listed.empty() ? 0 : listed.front();
 }
 
+// The direct copies (one driver call) against the spooler, both ways, at sizes around their default limit.
+void direct_sweep() {
+  for (std::size_t n : {std::size_t{64} << 10, std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{2} << 20,
+                        std::size_t{4} << 20, std::size_t{8} << 20}) {
+    const auto [h2d_s, d2h_s] = ours_copy(n, 0, g_repeats, false, 0);
+    const auto [h2d_d, d2h_d] = ours_copy(n, 0, g_repeats, false, n);
+    std::printf("direct bytes=%zu h2d_spooled_ms=%.4f h2d_direct_ms=%.4f d2h_spooled_ms=%.4f d2h_direct_ms=%.4f\n", n,
+                h2d_s * 1e3, h2d_d * 1e3, d2h_s * 1e3, d2h_d * 1e3);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool sweep = true;
+  bool sweep = true, direct_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--repeats" && i + 1 < argc) {
       g_repeats = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--no-sweep") {
       sweep = false;
+    } else if (a == "--direct-only") {  // only the direct copies against the spooler
+      direct_only = true;
     } else {
-      std::fprintf(stderr, "usage: apgas_bench_gpu [--repeats N] [--no-sweep]\n");
+      std::fprintf(stderr, "usage: apgas_bench_gpu [--repeats N] [--no-sweep | --direct-only]\n");
       return 2;
     }
   }
   const int ordinal = first_gpu_ordinal();
   const raw_driver d = load_raw(ordinal);
 
+  const std::size_t direct_limit = apgas::config::from_env().cuda_direct_copy;
   const int iters = 2000;
+  if (direct_only) {
+    direct_sweep();
+    return 0;
+  }
   const double raw_rtt = raw_launch_rtt(d, iters);
   const double ours_rtt = ours_launch_rtt(iters);
   ratio("launch_rtt_raw", ours_rtt, raw_rtt, "us", 1e6);
@@ -239,11 +264,13 @@ int main(int argc, char** argv) {
     const auto [h2d, d2h] = ours_copy(bytes, 0, repeats);
     const auto [h2d_pinned, d2h_pinned] = ours_copy(bytes, 0, repeats, true);
     const std::string s = std::to_string(mib) + "MiB";
+    const bool direct = bytes <= direct_limit;
+    const std::string h = direct ? "h2d_direct_" : "h2d_", g = direct ? "d2h_direct_" : "d2h_";
     const double gb = static_cast<double>(bytes) / 1e9;
-    ratio("h2d_pageable_" + s, h2d, raw.h2d_pinned, "ms", 1e3);
-    ratio("d2h_pageable_" + s, d2h, raw.d2h_pinned, "ms", 1e3);
-    ratio("h2d_vs_driver_pageable_" + s, h2d, raw.h2d_pageable, "ms", 1e3);
-    ratio("d2h_vs_driver_pageable_" + s, d2h, raw.d2h_pageable, "ms", 1e3);
+    ratio(h + "pageable_" + s, h2d, raw.h2d_pinned, "ms", 1e3);
+    ratio(g + "pageable_" + s, d2h, raw.d2h_pinned, "ms", 1e3);
+    ratio(h + "vs_driver_pageable_" + s, h2d, raw.h2d_pageable, "ms", 1e3);
+    ratio(g + "vs_driver_pageable_" + s, d2h, raw.d2h_pageable, "ms", 1e3);
     ratio("h2d_pinned_" + s, h2d_pinned, raw.h2d_pinned, "ms", 1e3);
     ratio("d2h_pinned_" + s, d2h_pinned, raw.d2h_pinned, "ms", 1e3);
     std::printf("bandwidth %s GB/s: ours h2d %.1f d2h %.1f; driver pinned h2d %.1f d2h %.1f; driver pageable h2d %.1f "
@@ -262,6 +289,7 @@ int main(int argc, char** argv) {
                   static_cast<double>(bytes) / 1e9 / d2h);
       std::fflush(stdout);
     }
+    direct_sweep();
   }
   return 0;
 }

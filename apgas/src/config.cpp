@@ -64,6 +64,11 @@ std::string dma_expected() {
          " to " + std::to_string(config::max_dma_slice);
 }
 
+std::string direct_copy_expected() {
+  return "a byte count (optional suffix K, M or G) from 0 (every pageable copy through the spooler) to " +
+         std::to_string(config::max_dma_slice);
+}
+
 [[noreturn]] void reject(const char* var, const std::string& value, const std::string& expected) {
   throw config_error(std::string("invalid ") + var + "='" + value + "': expected " + expected);
 }
@@ -148,6 +153,11 @@ config config::from_env() {
     if (!n || *n < min_dma_slice || *n > max_dma_slice || *n % 4096 != 0) reject("APGAS_CUDA_DMA_SLICE", *v, dma_expected());
     c.cuda_dma_slice = static_cast<std::size_t>(*n);
   }
+  if (auto v = env("APGAS_CUDA_DIRECT_COPY")) {
+    const auto n = parse_bytes(*v);
+    if (!n || *n > max_dma_slice) reject("APGAS_CUDA_DIRECT_COPY", *v, direct_copy_expected());
+    c.cuda_direct_copy = static_cast<std::size_t>(*n);
+  }
   if (auto v = env("APGAS_CONNECT_TIMEOUT")) {
     const auto n = parse_uint(*v);
     if (!n || *n < 1 || *n > static_cast<unsigned long long>(max_connect_timeout_s)) {
@@ -230,6 +240,10 @@ void config::validate() const {
   if (cuda_dma_slice < min_dma_slice || cuda_dma_slice > max_dma_slice || cuda_dma_slice % 4096 != 0) {
     throw config_error("invalid apgas::config::cuda_dma_slice=" + std::to_string(cuda_dma_slice) + ": expected " +
                        dma_expected());
+  }
+  if (cuda_direct_copy > max_dma_slice) {
+    throw config_error("invalid apgas::config::cuda_direct_copy=" + std::to_string(cuda_direct_copy) + ": expected " +
+                       direct_copy_expected());
   }
   if (connect_timeout_s < 1 || connect_timeout_s > max_connect_timeout_s) {
     throw config_error("invalid apgas::config::connect_timeout_s=" + std::to_string(connect_timeout_s) +

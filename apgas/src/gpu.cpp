@@ -34,6 +34,7 @@ struct holder {
   accelerator* acc = nullptr;
   std::string gpus;
   std::size_t slice = 0;
+  std::size_t direct_copy = 0;
 };
 holder g_holder;
 accelerator* g_active = nullptr;
@@ -71,12 +72,14 @@ int local_gpu(place p, const char* what) {
 accelerator& accelerator_for_run(const config& cfg) {
   holder& h = g_holder;
   // (a GPU that died of an error that is not sticky is not carried into a later run as a dead place: renew())
-  if (h.acc == nullptr || h.gpus != cfg.gpus || h.slice != cfg.cuda_dma_slice || h.acc->renew()) {
+  if (h.acc == nullptr || h.gpus != cfg.gpus || h.slice != cfg.cuda_dma_slice ||
+      h.direct_copy != cfg.cuda_direct_copy || h.acc->renew()) {
     std::unique_ptr<accelerator> fresh = make_accelerator(cfg);
     delete h.acc;
     h.acc = fresh.release();
     h.gpus = cfg.gpus;
     h.slice = cfg.cuda_dma_slice;
+    h.direct_copy = cfg.cuda_direct_copy;
   }
   return *h.acc;
 }

@@ -60,7 +60,9 @@ class cuda_accelerator final : public accelerator {
     if (chosen.empty()) return;  // (then d may be null: no driver)
     driver_ = d;
     const int slices = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8);
-    for (int i : chosen) devices_.push_back(std::make_unique<device>(*d, i, cfg.cuda_dma_slice, slices, demand_));
+    for (int i : chosen) {
+      devices_.push_back(std::make_unique<device>(*d, i, cfg.cuda_dma_slice, slices, cfg.cuda_direct_copy, demand_));
+    }
     enable_peer_access(*d);
   }
 

@@ -33,8 +33,9 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 
 }  // namespace
 
-device::device(const driver& d, int ordinal, std::size_t slice_bytes, int slices, std::atomic<int>& demand)
-    : d_(d), ordinal_(ordinal), demand_(demand) {
+device::device(const driver& d, int ordinal, std::size_t slice_bytes, int slices, std::size_t direct_copy,
+               std::atomic<int>& demand)
+    : d_(d), ordinal_(ordinal), direct_copy_(direct_copy), demand_(demand) {
   check(d_.cuDeviceGet(&dev_, ordinal), "cuDeviceGet");
   char name[256] = {};
   check(d_.cuDeviceGetName(name, sizeof name - 1, dev_), "cuDeviceGetName");
@@ -537,7 +538,9 @@ void device::wait(marker m) {
 void device::put(std::uintptr_t dst, const void* src, std::size_t n) {
   alive();
   if (n == 0) return;
-  if (is_pinned(src, n)) {  // the direct path: one DMA straight from the user's page-locked memory
+  // The direct path: one DMA straight from the user's page-locked memory, or from small pageable memory, which
+  // the driver stages itself (cuMemcpyHtoDAsync returns once it has; wait() then waits for the DMA to land).
+  if (n <= direct_copy_ || is_pinned(src, n)) {
     apgas::async([this, dst, src, n] { wait(h2d(dst, src, n)); });
   } else {
     spool_->put(dst, src, n);
@@ -547,7 +550,8 @@ void device::put(std::uintptr_t dst, const void* src, std::size_t n) {
 void device::get(void* dst, std::uintptr_t src, std::size_t n) {
   alive();
   if (n == 0) return;
-  if (is_pinned(dst, n)) {
+  // Likewise (into pageable memory cuMemcpyDtoHAsync returns only once the copy has ended).
+  if (n <= direct_copy_ || is_pinned(dst, n)) {
     apgas::async([this, dst, src, n] { wait(d2h(dst, src, n)); });
   } else {
     spool_->get(dst, src, n);

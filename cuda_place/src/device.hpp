@@ -62,7 +62,8 @@ class device final : public dma_engine, public host_memory {
 
   /// `demand`: the backend's count of operations in flight on all its GPUs (its progress hook's demand), kept with
   /// this device's own.
-  device(const driver& d, int ordinal, std::size_t slice_bytes, int slices, std::atomic<int>& demand);
+  device(const driver& d, int ordinal, std::size_t slice_bytes, int slices, std::size_t direct_copy,
+         std::atomic<int>& demand);
   ~device();
   device(const device&) = delete;
   device& operator=(const device&) = delete;
@@ -93,7 +94,10 @@ class device final : public dma_engine, public host_memory {
   std::uintptr_t alloc(std::size_t bytes);
   void free(std::uintptr_t address);
   /// Copies into and out of this GPU's arrays. The core has checked every device range against the GPU's live
-  /// arrays and their serials before it calls these (apgas/src/gpu.cpp, array_registry.hpp).
+  /// arrays and their serials before it calls these (apgas/src/gpu.cpp, array_registry.hpp). Page-locked host
+  /// memory, and pageable memory up to direct_copy bytes (config::cuda_direct_copy), goes in one DMA call on the copy
+  /// stream (the driver stages a pageable one itself, holding the calling worker meanwhile); larger pageable copies
+  /// go through the spooler.
   void put(std::uintptr_t dst, const void* src, std::size_t n);
   void get(void* dst, std::uintptr_t src, std::size_t n);
   void copy_to(device& dst_dev, std::uintptr_t dst, std::uintptr_t src, std::size_t n);
@@ -211,6 +215,7 @@ class device final : public dma_engine, public host_memory {
 
   const driver& d_;
   int ordinal_;
+  std::size_t direct_copy_;  // pageable copies of at most this many bytes: one driver call, not the spooler
   int place_ = -1;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;

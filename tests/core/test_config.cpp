@@ -318,6 +318,36 @@ TEST(Config, InvalidDmaSlicesNameTheVariableAndTheValue) {
   }
 }
 
+TEST(Config, DirectCopySizes) {
+  EXPECT_EQ(apgas::config{}.cuda_direct_copy, apgas::config::default_direct_copy);
+  for (auto [text, bytes] : {std::pair{"0", std::size_t{0}},  // every pageable copy through the spooler
+                             {"1M", std::size_t{1} << 20},
+                             {"1000", std::size_t{1000}},  // any byte count
+                             {"256M", apgas::config::max_dma_slice}}) {
+    env_guard g("APGAS_CUDA_DIRECT_COPY", text);
+    apgas::config cfg;
+    ASSERT_NO_THROW(cfg = apgas::config::from_env()) << "APGAS_CUDA_DIRECT_COPY='" << text << "'";
+    EXPECT_EQ(cfg.cuda_direct_copy, bytes) << "APGAS_CUDA_DIRECT_COPY='" << text << "'";
+    EXPECT_NO_THROW(cfg.validate());
+  }
+  for (const char* bad : {"257M", "1G", "abc", "", "-1", "4MB"}) {
+    const std::string what = rejection("APGAS_CUDA_DIRECT_COPY", bad);
+    ASSERT_FALSE(what.empty()) << "APGAS_CUDA_DIRECT_COPY='" << bad << "' was accepted";
+    EXPECT_NE(what.find(std::string("APGAS_CUDA_DIRECT_COPY='") + bad + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(apgas::config::max_dma_slice)), std::string::npos) << what;
+  }
+  apgas::config c;
+  c.cuda_direct_copy = apgas::config::max_dma_slice + 1;
+  try {
+    c.validate();
+    ADD_FAILURE() << "cuda_direct_copy beyond the limit was accepted";
+  } catch (const apgas::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda_direct_copy=" + std::to_string(apgas::config::max_dma_slice + 1)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Config, ValidateChecksTheGpuFields) {
   apgas::config c;
   for (const char* good : {"auto", "all", "none", "0", "0,2", "3,1"}) {

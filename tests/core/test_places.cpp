@@ -480,6 +480,47 @@ TEST(Places, FilledAndGeneratedRemoteArraysAreWrittenInPlaceAtHome) {
   });
 }
 
+// at() at the calling host: f reads the caller's arguments themselves (no copy), as const; an f that takes one by
+// non-const reference gets a copy, as at another place, and the caller's object stays as it was.
+struct copy_counted {
+  static inline int copies = 0;
+  std::vector<int> v;
+  copy_counted() = default;  // (what another place would rebuild)
+  explicit copy_counted(std::size_t n) : v(n, 7) {}
+  copy_counted(const copy_counted& o) : v(o.v) { ++copies; }
+  copy_counted& operator=(const copy_counted&) = default;
+  template <class A>
+  void serialize(A& a) {
+    a & v;
+  }
+};
+
+TEST(Places, AtTheCallingHostPassesItsArgumentsWithoutCopies) {
+  run_on(2, [] {
+    const copy_counted big(1 << 20);
+    copy_counted::copies = 0;
+    const int* seen = nullptr;
+    const std::size_t n = apgas::at(
+        apgas::here(),
+        [&](const copy_counted& c, int k) {
+          seen = c.v.data();
+          return c.v.size() + static_cast<std::size_t>(k);
+        },
+        big, 3);
+    EXPECT_EQ(n, (std::size_t{1} << 20) + 3);
+    EXPECT_EQ(seen, big.v.data()) << "f read the caller's object";
+    EXPECT_EQ(copy_counted::copies, 0);
+    copy_counted changed(4);
+    const int first = apgas::at(apgas::here(), [](copy_counted& c) { return c.v[0] = 1, c.v[0]; }, changed);
+    EXPECT_EQ(first, 1);
+    EXPECT_EQ(changed.v[0], 7) << "f changed a copy";
+    EXPECT_EQ(copy_counted::copies, 1);
+    std::vector<int> by_value(3, 2);
+    EXPECT_EQ(apgas::at(apgas::here(), [](std::vector<int> v) { return v.push_back(1), v.size(); }, by_value), 4u);
+    EXPECT_EQ(by_value.size(), 3u);
+  });
+}
+
 // Messages name what happened: an offset near SIZE_MAX is not printed as a wrapped range, and the report of a run's
 // uncaught exceptions gives demangled type names (also for a value not derived from std::exception).
 TEST(Places, OutOfRangeCopiesAtHugeOffsetsPrintSensibly) {

@@ -15,9 +15,10 @@
 //    device's memory shows up. cuMemFree synchronises the device first (as the real one does).
 //  - Host memory: cuMemHostAlloc blocks are "page-locked". An async copy from or to other (pageable) host memory
 //    behaves as the real driver: host->device stages the bytes before the call returns, device->host returns only
-//    when the copy is done; such copies are counted (pageable_async_copies) since the backend should never make
-//    them. A copy that starts in a page-locked block and runs past its end, or whose block was freed before the
-//    stream got to it, is an illegal address too.
+//    when the copy is done; such copies are counted (pageable_async_copies; the largest of them:
+//    largest_pageable_async_copy, a peak), since the backend makes them only up to config::cuda_direct_copy bytes.
+//    A copy that starts in a page-locked block and runs past its end, or whose block was freed before the stream got
+//    to it, is an illegal address too.
 //  - Streams: one worker thread each, executing a FIFO of operations in order (copies, memsets, event records,
 //    stream-ordered frees, kernel launches as no-ops, waits for an event), each after an optional delay
 //    (APGAS_FAKE_CUDA_DELAY_US, or apgas_fake_cuda_set_delay_us; event records and waits are not delayed). An event is
@@ -101,6 +102,7 @@ constexpr unsigned char poison = 0xA5;
   X(h2d_ops) X(h2d_bytes) X(d2h_ops) X(d2h_bytes) X(d2d_ops) X(d2d_bytes) X(peer_ops) X(peer_bytes_out)            \
   X(peer_bytes_in) X(peer_copies_without_access) X(memset_ops) X(memset_bytes) X(kernel_launches)                  \
   X(event_records) X(stream_waits) X(event_queries) X(ops_executed) X(max_pending) X(pageable_async_copies)        \
+  X(largest_pageable_async_copy)                                                                                    \
   X(illegal_accesses) X(wrong_context_calls) X(invalid_handle_calls) X(invalid_frees) X(allocs_total)              \
   X(frees_total) X(injected_failures) X(last_grid) X(last_block) X(last_shared) X(sync_allocs) X(sync_frees)       \
   X(host_allocs) X(host_frees_without_context) X(timing_events) X(elapsed_queries) X(stream_syncs)            \
@@ -304,6 +306,12 @@ state& S() {
 thread_local CUctx_st* t_current = nullptr;
 
 void count(device_state& d, counter c, long long v = 1) { d.counters[c].fetch_add(v, std::memory_order_relaxed); }
+/// Raises counter c to v if v is larger (a peak).
+void raise_to(device_state& d, counter c, long long v) {
+  long long peak = d.counters[c].load(std::memory_order_relaxed);
+  while (v > peak && !d.counters[c].compare_exchange_weak(peak, v, std::memory_order_relaxed)) {
+  }
+}
 
 device_state* device_at(int ordinal) {
   state& g = S();
@@ -745,9 +753,7 @@ void synchronize(device_state& d) {
 /// `wait`: return only when it has been executed.
 void enqueue(device_state& d, CUstream_st* s, op o, bool wait) {
   const long long p = d.pending.fetch_add(1, std::memory_order_relaxed) + 1;
-  long long peak = d.counters[max_pending].load(std::memory_order_relaxed);
-  while (p > peak && !d.counters[max_pending].compare_exchange_weak(peak, p, std::memory_order_relaxed)) {
-  }
+  raise_to(d, max_pending, p);
   if (s == nullptr) {
     synchronize(d);
     trace_op(d, s, o);
@@ -1474,6 +1480,7 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void* srcHost, s
   o.tag = first_bytes(srcHost, ByteCount);
   if (o.host == 0) {  // pageable: the driver stages the bytes before returning
     count(*d, pageable_async_copies);
+    raise_to(*d, largest_pageable_async_copy, static_cast<long long>(ByteCount));
     o.staged.assign(static_cast<const unsigned char*>(srcHost), static_cast<const unsigned char*>(srcHost) + ByteCount);
   }
   count(*d, h2d_ops);
@@ -1499,7 +1506,10 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void* dstHost, CUdeviceptr srcDevice, size_t 
     o.host = pinned_state(o.dst, o.n);
   }
   const bool pageable = o.host == 0;
-  if (pageable) count(*d, pageable_async_copies);
+  if (pageable) {
+    count(*d, pageable_async_copies);
+    raise_to(*d, largest_pageable_async_copy, static_cast<long long>(ByteCount));
+  }
   count(*d, d2h_ops);
   enqueue(*d, s, std::move(o), pageable);  // pageable: synchronous, as the real driver
   stall_point("cuMemcpyDtoHAsync", d->ordinal);

@@ -342,6 +342,44 @@ TEST_P(FakeGpuCopy, PartsOfPinnedBlocks) {
   });
 }
 
+// Pageable copies of at most config::cuda_direct_copy bytes go to the driver in one call each (it stages them
+// itself), larger ones through the spooler; with cuda_direct_copy = 0 every pageable copy is spooled.
+TEST_F(FakeGpu, SmallPageableCopiesGoStraightToTheDriver) {
+  for (const std::size_t direct : {std::size_t{0}, apgas::config::default_direct_copy}) {  // (the peak only rises)
+    run_gpu(gpu_config("all", 64 * KiB, 2, direct), [direct] {
+      const place g(1);
+      const int dev = device_of(g);
+      unsigned seed = 7;
+      for (const std::size_t n : {std::size_t{1}, std::size_t{4095}, 64 * KiB + 3, MiB, MiB + 1}) {
+        const std::string where = "n = " + std::to_string(n) + ", cuda_direct_copy = " + std::to_string(direct);
+        const bool straight = n <= direct;
+        const std::vector<std::uint8_t> src = pattern(n, seed++);
+        auto a = apgas::make_remote_array<std::uint8_t>(g, n);
+        const long long ops = counter(dev, "h2d_ops"), pageable = counter(dev, "pageable_async_copies");
+        apgas::finish([&] { apgas::async_copy(std::span<const std::uint8_t>(src), a); });
+        EXPECT_EQ(first_difference(fake().read<std::uint8_t>(dev, a.token(), n), src), -1) << where;
+        EXPECT_EQ(counter(dev, "pageable_async_copies") - pageable, straight ? 1 : 0) << where;
+        if (straight) {
+          EXPECT_EQ(counter(dev, "h2d_ops") - ops, 1) << "one driver call" << where;
+        } else {
+          EXPECT_GE(counter(dev, "h2d_ops") - ops, static_cast<long long>((n + 64 * KiB - 1) / (64 * KiB)))
+              << "spooled: one DMA per slice" << where;
+        }
+        std::vector<std::uint8_t> back(n, 0x5A);
+        const long long dops = counter(dev, "d2h_ops"), dpageable = counter(dev, "pageable_async_copies");
+        apgas::finish([&] { apgas::async_copy(a, 0, std::span<std::uint8_t>(back)); });
+        EXPECT_EQ(first_difference(back, src), -1) << where;
+        EXPECT_EQ(counter(dev, "pageable_async_copies") - dpageable, straight ? 1 : 0) << where;
+        if (straight) {
+          EXPECT_EQ(counter(dev, "d2h_ops") - dops, 1) << "one driver call" << where;
+        }
+        apgas::free_remote_array(a);
+      }
+    });
+    EXPECT_LE(counter(-1, "largest_pageable_async_copy"), static_cast<long long>(direct));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Slices, FakeGpuCopy, testing::Values(64 * KiB, 4 * MiB),
                          [](const testing::TestParamInfo<std::size_t>& i) {
                            return "slice" + std::to_string(i.param / KiB) + "KiB";

@@ -154,20 +154,27 @@ void finish(F&& body);
 
 /// Run f(args...) at place `p` in the calling activity, wait for it, and return its value or rethrow its exception
 /// (at another host place: of the same type for apgas's, the <stdexcept> types, std::bad_alloc and those registered
-/// with register_exception; as remote_error naming the type otherwise). `f` and `args` are copied to `p` (the shipping rule of async_at). Asyncs that f starts report to the
+/// with register_exception; as remote_error naming the type otherwise). `f` and `args` are copied to another host
+/// place (the shipping rule of async_at). At the calling host, where the caller waits for f, f reads the caller's
+/// arguments themselves, as const (no copy: `at(here(), f, big_vector)` costs nothing), or copies of them if it
+/// takes one by non-const reference. Asyncs that f starts report to the
 /// finish that governs the caller. A kernel closure is launched as by async_at and waited for (its blocks'
 /// exceptions arrive as multiple_exceptions); at() of a kernel returns nothing. The body is the calling activity:
 /// its clock registrations go to `p` with it and come back (with any clock the body made, without those it dropped).
 template <class F, class... Args>
-auto at(place p, F f, Args... args) {
+auto at(place p, F f, Args&&... args) {
   if constexpr (detail::is_kernel_v<F>) {
     static_assert(sizeof...(Args) == 0, "apgas::at: a kernel closure takes no extra arguments");
     detail::at_kernel(p, f);
   } else {
     detail::check_shippable<F>();
-    static_assert(std::is_invocable_v<F&, Args&...>, "apgas::at: f(args...) must be callable");
-    if (!detail::check_at_target(p)) return detail::remote_at(p, f, args...);
-    return std::invoke(f, args...);
+    static_assert(std::is_invocable_v<F&, std::decay_t<Args>&...>, "apgas::at: f(args...) must be callable");
+    if (!detail::check_at_target(p)) return detail::remote_at(p, f, std::as_const(args)...);
+    if constexpr (std::is_invocable_v<F&, const std::decay_t<Args>&...>) {
+      return std::invoke(f, std::as_const(args)...);
+    } else {
+      return [&f](std::decay_t<Args>... copies) { return std::invoke(f, copies...); }(args...);
+    }
   }
 }
 

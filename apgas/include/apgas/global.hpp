@@ -19,9 +19,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -338,9 +340,19 @@ remote_array<T> make_remote_array(place p, std::size_t n, Fill fill) {
     }
     return a;
   }
-  std::vector<T> v(n);
-  fill(std::span<T>(v));
-  return make_remote_array(p, std::span<const T>(v));
+  if constexpr (std::is_trivially_default_constructible_v<T> && std::is_trivially_copyable_v<T>) {
+    // Value-initialised, such elements are zero bytes (but a pointer to member, which no array holds): calloc's
+    // large blocks come zeroed from the OS, so the fill touches the buffer once (a std::vector writes it first).
+    const std::unique_ptr<T[], void (*)(void*)> v(static_cast<T*>(std::calloc(n == 0 ? 1 : n, sizeof(T))),
+                                                  &std::free);
+    if (!v) throw std::bad_alloc();
+    fill(std::span<T>(v.get(), n));
+    return make_remote_array(p, std::span<const T>(v.get(), n));
+  } else {
+    std::vector<T> v(n);
+    fill(std::span<T>(v));
+    return make_remote_array(p, std::span<const T>(v));
+  }
 }
 
 /// n elements gen(i) at p; gen is evaluated at the caller, once per element in order i = 0, 1, ..., n - 1 (so it may

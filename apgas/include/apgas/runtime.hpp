@@ -39,6 +39,12 @@ struct config {
   /// Bytes of each pinned staging slice of the DMA spooler (APGAS_CUDA_DMA_SLICE; suffixes K, M, G), a multiple of
   /// 4 KiB from 64 KiB to 256 MiB. The default, 4 MiB, is explained in docs/decisions/0006-gpu-places.md.
   std::size_t cuda_dma_slice = default_dma_slice;
+  static constexpr std::size_t default_direct_copy = std::size_t{1} << 20;
+  /// Copies between pageable host memory and a GPU of at most this many bytes go through one driver call, which
+  /// stages them itself, instead of the DMA spooler (APGAS_CUDA_DIRECT_COPY; suffixes K, M, G; 0 to max_dma_slice;
+  /// 0: every pageable copy is spooled). Several such copies at once went faster this way on an H200, one alone a
+  /// little slower; from 2 MiB on the spooler is faster (docs/decisions/0018-direct-copies.md).
+  std::size_t cuda_direct_copy = default_direct_copy;
 
   static constexpr int max_connect_timeout_s = 3600;
   /// Seconds each host place waits at start-up to hear from every other host place over the transport

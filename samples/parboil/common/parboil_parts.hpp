@@ -17,10 +17,25 @@ struct part {
   apgas::place p;                   ///< the compute place (a place of the calling host)
   long long lo, hi;                 ///< its items
   apgas::remote_array<T> in, out;   ///< at p: its items' inputs, and their outputs (zero-filled), segment by segment
+  apgas::in_order_queue queue;      ///< at p: kernels put on it run one after the other, with no wait between them
   std::size_t size() const { return static_cast<std::size_t>(hi - lo); }
 };
 
 namespace detail {
+/// The spans, neighbours in memory joined: a part with every item copies its segments in one piece.
+template <class T>
+std::vector<std::span<T>> joined(const std::vector<std::span<T>>& spans) {
+  std::vector<std::span<T>> out;
+  for (const auto& s : spans) {
+    if (!out.empty() && out.back().data() + out.back().size() == s.data()) {
+      out.back() = std::span<T>(out.back().data(), out.back().size() + s.size());
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
 /// Part [lo, hi) at compute place p of this host: its inputs (`from`, in order) into an array at p, f, its outputs
 /// from an array at p into `to`, in order.
 template <class T, class F, class... Args>
@@ -29,15 +44,16 @@ void run_part(apgas::place p, long long lo, long long hi, const std::vector<std:
   std::size_t n_in = 0, n_out = 0;
   for (const auto& s : from) n_in += s.size();
   for (const auto& s : to) n_out += s.size();
-  part<T> pt{p, lo, hi, apgas::make_remote_array<T>(p, n_in), apgas::make_remote_array<T>(p, n_out)};
+  part<T> pt{p, lo, hi, apgas::make_remote_array<T>(p, n_in), apgas::make_remote_array<T>(p, n_out),
+             apgas::in_order(p)};
   apgas::finish([&] {
     std::size_t at = 0;
-    for (const auto& s : from) apgas::async_copy(s, pt.in, std::exchange(at, at + s.size()));
+    for (const auto& s : joined(from)) apgas::async_copy(s, pt.in, std::exchange(at, at + s.size()));
   });
-  f(static_cast<const part<T>&>(pt), args...);
+  apgas::finish([&] { f(static_cast<const part<T>&>(pt), args...); });  // (with what it put on pt.queue)
   apgas::finish([&] {
     std::size_t at = 0;
-    for (const auto& s : to) apgas::async_copy(pt.out, std::exchange(at, at + s.size()), s);
+    for (const auto& s : joined(to)) apgas::async_copy(pt.out, std::exchange(at, at + s.size()), s);
   });
   apgas::free_remote_array(pt.in);
   apgas::free_remote_array(pt.out);
@@ -57,7 +73,8 @@ std::vector<std::span<T>> slices(std::span<T> v, int segments, long long n, long
 
 /// Splits n items over every compute place of the run (all_compute_places) in contiguous parts whose sizes are
 /// multiples of `grain` (share()), and for each non-empty part runs f(part, args...) in an activity at the host of
-/// its compute place: f launches the part's kernels on part.p, reading part.in and writing part.out. `in` holds
+/// its compute place: f launches the part's kernels on part.p (or on part.queue, in line), reading part.in and writing
+/// part.out; they have ended when f's finish has. `in` holds
 /// `in_segments` arrays of n items (of in.size() / (in_segments * n) values each), one after the other; part.in holds
 /// the part's slices of them, in order (none for in_segments = 0). `out` likewise holds `out_segments` arrays; part.out
 /// holds the part's slices (zero-filled), which are copied into `out` when f returns. A part at this host reads `in`

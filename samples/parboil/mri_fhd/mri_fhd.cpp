@@ -1,7 +1,7 @@
 // apgas_parboil_mri_fhd: Parboil's mri-fhd on the places of a run. rhoPhi is computed on a compute place of place
 // 0; the voxels are split over every compute place (each host's GPU places, or its CPU place), and on each the
-// samples go to constant memory 512 at a time, one kernel per tile adding its terms to FHd (mri_fhd.hpp: the
-// arithmetic).
+// samples go to constant memory 512 at a time, one kernel per tile adding its terms to FHd, the tiles' kernels in
+// one in-order queue (mri_fhd.hpp: the arithmetic).
 #include "mri_fhd.hpp"
 #include "parboil_parts.hpp"  // parboil::compute_parts
 
@@ -31,11 +31,11 @@ static std::vector<float> rho_phi(apgas::place p, const mri::input& in) {
 // Parboil's ComputeFH_GPU: a block of 256 threads, a voxel each, adds one tile's terms (constant memory) to its
 // voxels' FHd (xyz: x, y, z of n voxels; f: rFhD, iFhD). Block level: the loop over the samples is the block's (four
 // a step on a GPU, as Parboil), each thread's voxel and sums live across it (registers on a GPU).
-static void compute_fh(apgas::place p, std::span<const mri_fhd::kvalue> tile, apgas::remote_array<float> xyz,
-                       apgas::remote_array<float> f) {
+static void compute_fh(apgas::in_order_queue queue, std::span<const mri_fhd::kvalue> tile,
+                       apgas::remote_array<float> xyz, apgas::remote_array<float> f) {
   const long n = static_cast<long>(xyz.size() / 3);
   const apgas::grid g{mri::blocks(n, mri_fhd::fh_block), mri_fhd::fh_block};
-  apgas::at(p, apgas::cuda_kernel(g, apgas::constant_from(tile),
+  queue.async(apgas::cuda_kernel(g, apgas::constant_from(tile),
                                   [=] APGAS_KERNEL (apgas::thread_block b, std::span<const mri_fhd::kvalue> c) {
     const float *x = xyz.data(), *y = x + n, *z = y + n;
     float *fr = f.data(), *fi = fr + n;
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
       // Voxels [lo, hi) at compute place p: the tiles' kernels in order, adding to FHd (zeros at first).
       parboil::compute_parts(std::span<float>(out), 2, std::span<const float>(in.xyz), 3, in.numX(), mri_fhd::fh_block,
                              o.cpu, [](const parboil::part<float>& v, apgas::span_view<mri_fhd::kvalue> kv) {
-        for (const auto tile : mri::tiles(kv.data, mri_fhd::k_tile)) compute_fh(v.p, tile, v.in, v.out);
+        for (const auto tile : mri::tiles(kv.data, mri_fhd::k_tile)) compute_fh(v.queue, tile, v.in, v.out);
       }, apgas::span_view<mri_fhd::kvalue>{kv});
     }, mri_fhd::reference);
   });

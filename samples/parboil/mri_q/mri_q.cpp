@@ -1,6 +1,7 @@
 // apgas_parboil_mri_q: Parboil's mri-q on the places of a run. |phi|^2 is computed on a compute place of place 0;
 // the voxels are split over every compute place (each host's GPU places, or its CPU place), and on each the samples
-// go to constant memory 1024 at a time, one kernel per tile adding its terms to Q (mri_q.hpp: the arithmetic).
+// go to constant memory 1024 at a time, one kernel per tile adding its terms to Q, the tiles' kernels in one
+// in-order queue (mri_q.hpp: the arithmetic).
 #include "mri_q.hpp"
 #include "parboil_parts.hpp"  // parboil::compute_parts
 
@@ -24,11 +25,11 @@ static std::vector<float> phi_mag(apgas::place p, const mri::input& in) {
 // Parboil's ComputeQ_GPU: a block of 256 threads, a voxel each, adds one tile's terms (constant memory) to its
 // voxels' Q (xyz: x, y, z of n voxels; q: Qr, Qi). Block level: the loop over the samples is the block's (two a
 // step on a GPU, as Parboil), each thread's voxel and sums live across it (registers on a GPU).
-static void compute_q(apgas::place p, std::span<const mri_q::kvalue> tile, apgas::remote_array<float> xyz,
-                      apgas::remote_array<float> q) {
+static void compute_q(apgas::in_order_queue queue, std::span<const mri_q::kvalue> tile,
+                      apgas::remote_array<float> xyz, apgas::remote_array<float> q) {
   const long n = static_cast<long>(xyz.size() / 3);
   const apgas::grid g{mri::blocks(n, mri_q::q_block), mri_q::q_block};
-  apgas::at(p, apgas::cuda_kernel(g, apgas::constant_from(tile),
+  queue.async(apgas::cuda_kernel(g, apgas::constant_from(tile),
                                   [=] APGAS_KERNEL (apgas::thread_block b, std::span<const mri_q::kvalue> ck) {
     const float *x = xyz.data(), *y = x + n, *z = y + n;
     float *qr = q.data(), *qi = qr + n;
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
       // Voxels [lo, hi) at compute place p: the tiles' kernels in order, adding to Q (zeros at first).
       parboil::compute_parts(std::span<float>(out), 2, std::span<const float>(in.xyz), 3, in.numX(), mri_q::q_block,
                              o.cpu, [](const parboil::part<float>& v, apgas::span_view<mri_q::kvalue> kv) {
-        for (const auto tile : mri::tiles(kv.data, mri_q::k_tile)) compute_q(v.p, tile, v.in, v.out);
+        for (const auto tile : mri::tiles(kv.data, mri_q::k_tile)) compute_q(v.queue, tile, v.in, v.out);
       }, apgas::span_view<mri_q::kvalue>{kv});
     }, mri_q::reference);
   });

@@ -43,18 +43,17 @@ APGAS_KERNEL inline int first_of(int s) {
 }
 APGAS_KERNEL inline int count_of(int s) { return s < 1 ? 1 : s < 5 ? 2 : s < 9 ? 4 : s < 25 ? 8 : 16; }
 
-// At p's host, on place p: the SAD array of macroblock rows [r0, r1) of the w x h frames; returns the output rows
-// among them (sad::rows_held), in the output's order. Sub-block k of type t of macroblock mb (counted from row r0)
-// starts at element (first[t] * mbs + mb * count[t] + k) * 1096.
-std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std::vector<u16>& ref,
-                        const std::vector<u16>& cur) {
+// At p's host, on place p: the SAD array of macroblock rows [r0, r1) of the w x h frames; the output rows among
+// them (sad::rows_held), in the output's order, into `rows`. Sub-block k of type t of macroblock mb (counted from row
+// r0) starts at element (first[t] * mbs + mb * count[t] + k) * 1096.
+void search(apgas::place p, int w, int h, int r0, int r1, const std::vector<u16>& ref, const std::vector<u16>& cur,
+            std::span<u16> rows) {
   const int W = w + 2 * pad, mb_w = w / 16, mbs = mb_w * (r1 - r0);
   auto d_ref = apgas::make_remote_array(p, std::span<const u16>(ref));
   auto d_cur = apgas::make_remote_array(p, std::span<const u16>(cur));
   auto padref = apgas::make_remote_array<u16>(p, static_cast<std::size_t>(W) * (h + 2 * pad));
   auto sads = apgas::make_remote_array<u16>(p, static_cast<std::size_t>(mbs) * sad::sub_blocks * padded);
   const sad::held_rows held = sad::rows_held(h / 16, r0, r1);
-  std::vector<u16> rows(held.n * sad::row_values(mb_w));
   apgas::remote_array<u16> packed;  // rows, on place p
   if (held.n > 0) packed = apgas::make_remote_array<u16>(p, rows.size());
   apgas::finish([&] {
@@ -157,10 +156,9 @@ std::vector<u16> search(apgas::place p, int w, int h, int r0, int r1, const std:
       u16* dst = packed.data() + ((static_cast<long>(k) * mb_w + mb) * sad::sub_blocks + s) * sad::positions;
       b.for_range(sad::positions, [&](int i) { dst[i] = src[i]; });
     }));
-    q.async_copy(packed, 0, std::span<u16>(rows));
+    q.async_copy(packed, 0, rows);
   });
   for (auto* a : {&d_ref, &d_cur, &padref, &sads, &packed}) apgas::free_remote_array(*a);
-  return rows;
 }
 
 }  // namespace
@@ -182,10 +180,19 @@ int main(int argc, char** argv) {
           const apgas::place p = places[i];
           const int w = f.w, h = f.h, a = static_cast<int>(r0), b = static_cast<int>(r1);
           if (a == b) return;  // more places than macroblock rows
+          const sad::held_rows held = sad::rows_held(f.mb_h(), a, b);
+          const std::size_t n = held.n * sad::row_values(f.mb_w());
+          const bool neighbours = held.n == 0 || held.slot[held.n - 1] - held.slot[0] == held.n - 1;
+          if (p.parent() == apgas::here() && neighbours) {  // straight into their slots of the output
+            search(p, w, h, a, b, f.ref, f.cur, std::span(out).subspan(held.slot[0] * sad::row_values(f.mb_w()), n));
+            return;
+          }
           const std::vector<u16> rows = apgas::at(
               p.parent(),
-              [p, w, h, a, b](const std::vector<u16>& ref, const std::vector<u16>& cur) {
-                return search(p, w, h, a, b, ref, cur);
+              [p, w, h, a, b, n](const std::vector<u16>& ref, const std::vector<u16>& cur) {
+                std::vector<u16> rows(n);
+                search(p, w, h, a, b, ref, cur, rows);
+                return rows;
               },
               f.ref, f.cur);
           sad::place_rows(out, f.mb_w(), f.mb_h(), a, b, rows);  // each row in its slot of the output

@@ -96,6 +96,7 @@ struct input {
 inline std::vector<float> pick(const std::vector<float>& xyz, int n, int sets, int s0, int s1) {
   const long k = static_cast<long>(sets + 1) * n;
   std::vector<float> v;
+  v.reserve(static_cast<std::size_t>(3) * n * (1 + s1 - s0));
   for (long c = 0; c < 3; ++c) {
     v.insert(v.end(), xyz.begin() + c * k, xyz.begin() + c * k + n);
     v.insert(v.end(), xyz.begin() + c * k + static_cast<long>(s0) * n, xyz.begin() + c * k + static_cast<long>(s1) * n);
