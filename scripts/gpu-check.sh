@@ -14,7 +14,8 @@
 #   --only LIST  run only these steps (comma-separated: tests, launch, kmeans, kernels, trace, parboil), e.g.
 #             `--only parboil` when device time is short and only the Parboil GPU columns are missing
 #
-# Runs, each within its own share of the budget (at most 15 minutes in all; 48 s on one H100 without Parboil):
+# Runs, each within its own share of the budget (at most 15 minutes in all; 48 s on one H100 without Parboil, 285 s
+# on one H200 with everything):
 #   1. ctest -L gpu (kernels and copies on real GPUs, the review items only a GPU settles) and the k-means sample's
 #      GPU tests (GPU places vs CPU places, the native CUDA baseline); one row per test case;
 #   2. apgas_bench_gpu: launch round trip, copies from pageable (the spooler, or the driver's own call up to

@@ -36,7 +36,7 @@ static void compute_fh(apgas::in_order_queue queue, std::span<const mri_fhd::kva
   const long n = static_cast<long>(xyz.size() / 3);
   const apgas::grid g{mri::blocks(n, mri_fhd::fh_block), mri_fhd::fh_block};
   queue.async(apgas::cuda_kernel(g, apgas::constant_from(tile),
-                                  [=] APGAS_KERNEL (apgas::thread_block b, std::span<const mri_fhd::kvalue> c) {
+                                 [=] APGAS_KERNEL (apgas::thread_block b, std::span<const mri_fhd::kvalue> c) {
     const float *x = xyz.data(), *y = x + n, *z = y + n;
     float *fr = f.data(), *fi = fr + n;
     const long base = b.block() * mri_fhd::fh_block;

@@ -30,7 +30,7 @@ static void compute_q(apgas::in_order_queue queue, std::span<const mri_q::kvalue
   const long n = static_cast<long>(xyz.size() / 3);
   const apgas::grid g{mri::blocks(n, mri_q::q_block), mri_q::q_block};
   queue.async(apgas::cuda_kernel(g, apgas::constant_from(tile),
-                                  [=] APGAS_KERNEL (apgas::thread_block b, std::span<const mri_q::kvalue> ck) {
+                                 [=] APGAS_KERNEL (apgas::thread_block b, std::span<const mri_q::kvalue> ck) {
     const float *x = xyz.data(), *y = x + n, *z = y + n;
     float *qr = q.data(), *qi = qr + n;
     const long base = b.block() * mri_q::q_block;
