@@ -286,32 +286,51 @@ inline long block_count(const std::vector<shell>& s, std::span<const quartet> qs
   return n;
 }
 
-/// Parboil's DistributeBlockWork for the quartets qs: one descriptor per block into `blocks` (block_count(s, qs) of
-/// them), block numbers counted from qs' first quartet; returns one range per quartet (DoReduction's).
-inline std::vector<range> distribute(const std::vector<shell>& s, std::span<const quartet> qs, std::span<work> blocks) {
-  std::vector<range> final;
-  final.reserve(qs.size());
-  std::uint32_t first = 0;
+/// Parboil's DistributeBlockWork, in two steps. On the host, `distribute` makes one descriptor per quartet of qs (its
+/// first block counted from qs' first quartet) and DoReduction's ranges. In each chunk of ComputeX's grid, a kernel
+/// copies the descriptor of each quartet the chunk overlaps (`quartets_in`) to the chunk's blocks of that quartet
+/// (`spread`): the descriptors of one chunk at a time (1 MB), where Parboil makes and copies all of them (16 bytes
+/// a block: 25 MB at the default size, 3 GB at h100's).
+struct distribution {
+  std::vector<work> quartets;  // per quartet: its descriptor
+  std::vector<range> final;    // per quartet: its blocks
+  long blocks = 0;             // in all
+};
+inline distribution distribute(const std::vector<shell>& s, std::span<const quartet> qs) {
+  distribution d;
+  d.quartets.reserve(qs.size());
+  d.final.reserve(qs.size());
   for (const quartet q : qs) {
-    const shell &a = s[q.s1], &b = s[q.s2], &c = s[q.s3], &d = s[q.s4];
-    const work x{
-        static_cast<std::uint32_t>(a.count << 12 | b.count << 8 | c.count << 4 | d.count),
-        static_cast<std::uint32_t>(a.atom) << 24 | static_cast<std::uint32_t>(b.atom << 16 | c.atom << 8 | d.atom),
-        static_cast<std::uint32_t>(a.first) << 24 | static_cast<std::uint32_t>(b.first << 16 | c.first << 8 | d.first),
-        first};
-    const auto nb = static_cast<std::uint32_t>(blocks_of(s, q));
-    if (first + std::size_t{nb} > blocks.size()) {
-      throw std::length_error("rpes::distribute: " + std::to_string(blocks.size()) + " descriptors for more blocks");
-    }
-    std::fill_n(blocks.begin() + first, nb, x);
-    final.push_back({first, nb});
-    first += nb;
+    const shell &a = s[q.s1], &b = s[q.s2], &c = s[q.s3], &d4 = s[q.s4];
+    const auto first = static_cast<std::uint32_t>(d.blocks), nb = static_cast<std::uint32_t>(blocks_of(s, q));
+    d.quartets.push_back(
+        {static_cast<std::uint32_t>(a.count << 12 | b.count << 8 | c.count << 4 | d4.count),
+         static_cast<std::uint32_t>(a.atom) << 24 | static_cast<std::uint32_t>(b.atom << 16 | c.atom << 8 | d4.atom),
+         static_cast<std::uint32_t>(a.first) << 24 |
+             static_cast<std::uint32_t>(b.first << 16 | c.first << 8 | d4.first),
+         first});
+    d.final.push_back({first, nb});
+    d.blocks += nb;
   }
-  if (first != blocks.size()) {
-    throw std::length_error("rpes::distribute: " + std::to_string(blocks.size()) + " descriptors for " +
-                            std::to_string(first) + " blocks");
-  }
-  return final;
+  return d;
+}
+/// The quartets [first, second) whose blocks overlap the chunk [b0, b1) of ComputeX's grid (at most b1 - b0 of them).
+inline std::pair<long, long> quartets_in(std::span<const range> final, long b0, long b1) {
+  auto starting_below = [&](long b) {  // how many quartets start below block b
+    return std::partition_point(final.begin(), final.end(), [b](const range& r) { return long{r.first} < b; }) -
+           final.begin();
+  };
+  return {starting_below(b0 + 1) - 1, starting_below(b1)};
+}
+/// The threads [lo, hi) of a spread block for quartet descriptor w in the chunk [b0, b1) of ComputeX's grid: thread
+/// t writes the descriptor of block w.first + t, which the chunk holds at w.first + t - b0.
+struct threads_range {
+  int lo, hi;
+};
+RPES_HD inline threads_range spread_threads(const work& w, long b0, long b1) {
+  const long n = long{w.counts >> 12 & 15} * (w.counts >> 8 & 15) * (w.counts >> 4 & 15) * (w.counts & 15);
+  const long lo = b0 - w.first, hi = b1 - w.first, nb = (n + block_size - 1) / block_size;
+  return {static_cast<int>(lo > 0 ? lo : 0), static_cast<int>(hi < nb ? hi : nb)};
 }
 
 /// Part i of `parts` of the quartets [q0, q1), cut where the running count of blocks (the work) crosses i/parts of

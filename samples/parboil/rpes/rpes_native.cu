@@ -1,14 +1,14 @@
 // parboil_rpes_native: Parboil's rpes in hand-written CUDA (runtime API, one GPU, no apgas), the GPU baseline of
-// apgas_parboil_rpes: the same two kernels, ComputeX (a block of 64 threads per quartet and 64 primitive
-// combinations, the descriptor broadcast through shared memory, a shared-memory tree) and DoReduction (a block per
-// quartet summing its block partials), both grids chunked at 65 535 blocks. Parboil's texture references (removed in
-// CUDA 12) become plain global loads. See rpes.hpp for the input, the integral and the check.
+// apgas_parboil_rpes: the same three kernels, DistributeBlockWork (a chunk's block descriptors from the quartets'),
+// ComputeX (a block of 64 threads per quartet and 64 primitive combinations, the descriptor broadcast through shared
+// memory, a shared-memory tree) and DoReduction (a block per quartet summing its block partials), the grids chunked
+// at 65 535 blocks. Parboil's texture references (removed in CUDA 12) become plain global loads. See rpes.hpp for
+// the input, the integral and the check.
 #include "rpes.hpp"
 
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -21,14 +21,23 @@ void check(cudaError_t e, const char* what) {
 }
 #define CUDA_CHECK(call) check((call), #call)
 
-// Parboil's ComputeX: partial[b] = the sum of block b's 64 primitive integrals.
+// Parboil's DistributeBlockWork for the chunk [b0, b1) of ComputeX's grid: the chunk's blocks of quartet e0 +
+// blockIdx.x get its descriptor.
+__global__ void spread(const rpes::work* quartet_work, rpes::work* work, long e0, long b0, long b1) {
+  const rpes::work w = quartet_work[e0 + blockIdx.x];
+  const rpes::threads_range r = rpes::spread_threads(w, b0, b1);
+  const int t = threadIdx.x;
+  if (t >= r.lo && t < r.hi) work[w.first + t - b0] = w;
+}
+
+// Parboil's ComputeX: partial[b] = the sum of block b's 64 primitive integrals (work: the chunk's descriptors).
 __global__ void compute_x(const rpes::work* work, const rpes::atom4* xyz, const rpes::prim* prims, float* partial,
                           long b0) {
   __shared__ float data[rpes::block_size];
   __shared__ rpes::work s_work;
   const long block = b0 + blockIdx.x;
   const int t = threadIdx.x;
-  if (t == 0) s_work = work[block];
+  if (t == 0) s_work = work[blockIdx.x];
   __syncthreads();
   const rpes::work w = s_work;
   const rpes::quartet_view v(w, block, xyz, prims);
@@ -83,18 +92,23 @@ int main(int argc, char** argv) {
     parboil::timer timer;
     timer.start();
     const std::vector<rpes::quartet> qs = rpes::quartets(in.shells.size());
-    const long blocks = rpes::block_count(in.shells, qs), nq = static_cast<long>(qs.size());
-    std::unique_ptr<rpes::work[]> work(new rpes::work[blocks]);  // not zeroed, as Parboil's malloc
-    const std::vector<rpes::range> final = rpes::distribute(in.shells, qs, {work.get(), std::size_t(blocks)});
-    rpes::work* d_work = to_device<rpes::work>({work.get(), std::size_t(blocks)});
-    rpes::range* d_final = to_device<rpes::range>(final);
+    const rpes::distribution d = rpes::distribute(in.shells, qs);
+    const long blocks = d.blocks, nq = static_cast<long>(qs.size());
+    rpes::work* d_quartet_work = to_device<rpes::work>(d.quartets);
+    rpes::range* d_final = to_device<rpes::range>(d.final);
     rpes::atom4* d_xyz = to_device<rpes::atom4>(in.atoms);
     rpes::prim* d_prims = to_device<rpes::prim>(in.prims);
+    rpes::work* d_work = nullptr;  // one chunk's block descriptors
     float *d_partial = nullptr, *d_sums = nullptr;
+    CUDA_CHECK(cudaMalloc(&d_work, rpes::chunk(0, blocks) * sizeof(rpes::work)));
     CUDA_CHECK(cudaMalloc(&d_partial, blocks * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&d_sums, qs.size() * sizeof(float)));
     for (long b0 = 0; b0 < blocks; b0 += rpes::grid_max) {
-      compute_x<<<rpes::chunk(b0, blocks), rpes::block_size>>>(d_work, d_xyz, d_prims, d_partial, b0);
+      const long b1 = b0 + rpes::chunk(b0, blocks);
+      const auto [e0, e1] = rpes::quartets_in(d.final, b0, b1);
+      spread<<<e1 - e0, rpes::block_size>>>(d_quartet_work, d_work, e0, b0, b1);
+      CUDA_CHECK(cudaGetLastError());
+      compute_x<<<b1 - b0, rpes::block_size>>>(d_work, d_xyz, d_prims, d_partial, b0);
       CUDA_CHECK(cudaGetLastError());
     }
     for (long e0 = 0; e0 < nq; e0 += rpes::grid_max) {
@@ -104,9 +118,10 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> sums(qs.size());
     CUDA_CHECK(cudaMemcpy(sums.data(), d_sums, sums.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    for (void* d : {static_cast<void*>(d_work), static_cast<void*>(d_final), static_cast<void*>(d_xyz),
-                    static_cast<void*>(d_prims), static_cast<void*>(d_partial), static_cast<void*>(d_sums)}) {
-      CUDA_CHECK(cudaFree(d));
+    for (void* p : {static_cast<void*>(d_quartet_work), static_cast<void*>(d_work), static_cast<void*>(d_final),
+                    static_cast<void*>(d_xyz), static_cast<void*>(d_prims), static_cast<void*>(d_partial),
+                    static_cast<void*>(d_sums)}) {
+      CUDA_CHECK(cudaFree(p));
     }
     timer.stop();
     return rpes::conclude(o, in, sums, prog, "gpus=1", timer.seconds());
