@@ -909,7 +909,7 @@ void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align) {
     // A chunk is used from its first 64-byte boundary on: chunk_bytes from there.
     const auto base = (reinterpret_cast<std::uintptr_t>(b.arena_chunks[b.arena_chunk].get()) + 63) / 64 * 64;
     const auto addr = base + b.arena_used;
-    const std::size_t pad = (align - addr % align) % align;
+    const std::size_t pad = (0 - addr) & (align - 1);  // (align: a power of two; `%` by a variable is a division)
     if (b.arena_used + pad + bytes <= cpu_block::chunk_bytes) {
       b.arena_used += pad + bytes;
       return reinterpret_cast<void*>(addr + pad);

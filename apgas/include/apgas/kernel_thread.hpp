@@ -196,7 +196,8 @@ const void* cpu_block_slot_of(void* self, int t) noexcept;
 /// The same for a warp operation (cpu_barrier kind 1: a barrier of the calling thread's warp only).
 void* cpu_warp_slot(void* self, std::size_t bytes) noexcept;
 const void* cpu_warp_slot_of(void* self, int lane, bool shuffle = false) noexcept;
-/// Block-level bodies on a CPU place: per-block scratch memory (valid until the block ends) and the checking hooks.
+/// Block-level bodies on a CPU place: per-block scratch memory (valid until the block ends; align: a power of two, as
+/// every alignof is) and the checking hooks.
 void* cpu_block_alloc(void* block, std::size_t bytes, std::size_t align);
 void cpu_block_sync(void* block);
 /// The checking mode's barrier count, advanced (what cpu_block_sync does, without its report).
