@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -277,13 +276,6 @@ inline int reduction_threads(const std::vector<shell>& s) {
   int t = 1;
   while (t < most) t *= 2;
   return t;
-}
-
-/// The blocks of the quartets qs (ComputeX's grid): 64 primitive combinations each.
-inline long block_count(const std::vector<shell>& s, std::span<const quartet> qs) {
-  long n = 0;
-  for (const quartet q : qs) n += blocks_of(s, q);
-  return n;
 }
 
 /// Parboil's DistributeBlockWork, in two steps. On the host, `distribute` makes one descriptor per quartet of qs (its
