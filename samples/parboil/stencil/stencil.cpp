@@ -44,7 +44,10 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
     b.sync();
     for (int k = 1; k < nz - 1; ++k) {
       const apgas::tile<float> next = k + 2 < nz ? window(k + 2) : above;  // into the slot nobody reads now
-      b.for_threads([&](apgas::thread_index t) {
+      // (a partial tile: only the threads with a point in the volume, so that a CPU place loops over those only)
+      const apgas::dim3 with_points =
+          full ? b.block_dim() : apgas::dim3{std::min(tx, nx - x0), std::min(b.block_dim().y, ny - y0)};
+      b.for_threads_in({0, 0, 0}, with_points, [&](apgas::thread_index t) {
         for (int h = 0; h < 2; ++h) {  // the thread's two points, tx apart
           const int x = t.x + h * tx, i = x0 + x, j = y0 + t.y, g = i + j * nx + k * plane;
           if (!full && (i >= nx || j >= ny)) continue;  // outside the volume
