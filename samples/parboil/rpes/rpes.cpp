@@ -40,7 +40,7 @@ std::vector<float> run_part(apgas::place p, const rpes::input& in, const std::ve
       q.async(apgas::cuda_kernel(  // DistributeBlockWork: the chunk's blocks get their quartet's descriptor
           apgas::grid{static_cast<int>(e1 - e0), rpes::block_size}, [=] APGAS_KERNEL(apgas::thread_block b) {
             const rpes::work w = quartet_work.data()[e0 + b.block()];
-            const rpes::threads_range t = rpes::spread_threads(w, b0, b1);
+            const rpes::threads_range t = rpes::spread_threads(final.data()[e0 + b.block()], b0, b1);
             b.for_threads_in({t.lo, 0, 0}, {t.hi, 1, 1},
                              [&](apgas::thread_index i) { work.data()[w.first + i.x - b0] = w; });
           }));

@@ -314,15 +314,14 @@ inline std::pair<long, long> quartets_in(std::span<const range> final, long b0, 
   };
   return {starting_below(b0 + 1) - 1, starting_below(b1)};
 }
-/// The threads [lo, hi) of a spread block for quartet descriptor w in the chunk [b0, b1) of ComputeX's grid: thread
-/// t writes the descriptor of block w.first + t, which the chunk holds at w.first + t - b0.
+/// The threads [lo, hi) of a spread block for the quartet whose blocks are r, in the chunk [b0, b1) of ComputeX's grid:
+/// thread t writes the descriptor of block r.first + t, which the chunk holds at r.first + t - b0.
 struct threads_range {
   int lo, hi;
 };
-RPES_HD inline threads_range spread_threads(const work& w, long b0, long b1) {
-  const long n = long{w.counts >> 12 & 15} * (w.counts >> 8 & 15) * (w.counts >> 4 & 15) * (w.counts & 15);
-  const long lo = b0 - w.first, hi = b1 - w.first, nb = (n + block_size - 1) / block_size;
-  return {static_cast<int>(lo > 0 ? lo : 0), static_cast<int>(hi < nb ? hi : nb)};
+RPES_HD inline threads_range spread_threads(const range& r, long b0, long b1) {
+  const long lo = b0 - r.first, hi = b1 - r.first;
+  return {static_cast<int>(lo > 0 ? lo : 0), static_cast<int>(hi < r.count ? hi : r.count)};
 }
 
 /// Part i of `parts` of the quartets [q0, q1), cut where the running count of blocks (the work) crosses i/parts of

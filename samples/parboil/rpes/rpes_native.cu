@@ -23,9 +23,10 @@ void check(cudaError_t e, const char* what) {
 
 // Parboil's DistributeBlockWork for the chunk [b0, b1) of ComputeX's grid: the chunk's blocks of quartet e0 +
 // blockIdx.x get its descriptor.
-__global__ void spread(const rpes::work* quartet_work, rpes::work* work, long e0, long b0, long b1) {
+__global__ void spread(const rpes::work* quartet_work, const rpes::range* final, rpes::work* work, long e0, long b0,
+                       long b1) {
   const rpes::work w = quartet_work[e0 + blockIdx.x];
-  const rpes::threads_range r = rpes::spread_threads(w, b0, b1);
+  const rpes::threads_range r = rpes::spread_threads(final[e0 + blockIdx.x], b0, b1);
   const int t = threadIdx.x;
   if (t >= r.lo && t < r.hi) work[w.first + t - b0] = w;
 }
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
     for (long b0 = 0; b0 < blocks; b0 += rpes::grid_max) {
       const long b1 = b0 + rpes::chunk(b0, blocks);
       const auto [e0, e1] = rpes::quartets_in(d.final, b0, b1);
-      spread<<<e1 - e0, rpes::block_size>>>(d_quartet_work, d_work, e0, b0, b1);
+      spread<<<e1 - e0, rpes::block_size>>>(d_quartet_work, d_final, d_work, e0, b0, b1);
       CUDA_CHECK(cudaGetLastError());
       compute_x<<<b1 - b0, rpes::block_size>>>(d_work, d_xyz, d_prims, d_partial, b0);
       CUDA_CHECK(cudaGetLastError());

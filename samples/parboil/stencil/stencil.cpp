@@ -50,7 +50,7 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
       b.for_threads_in({0, 0, 0}, with_points, [&](apgas::thread_index t) {
         for (int h = 0; h < 2; ++h) {  // the thread's two points, tx apart
           const int x = t.x + h * tx, i = x0 + x, j = y0 + t.y, g = i + j * nx + k * plane;
-          if (!full && (i >= nx || j >= ny)) continue;  // outside the volume
+          if (!full && i >= nx) continue;  // outside the volume (the second point of a thread at the edge)
           if (!full && (i == 0 || i == nx - 1 || j == 0 || j == ny - 1)) {  // the boundary keeps its value
             An[g] = here(x, t.y);
             continue;
