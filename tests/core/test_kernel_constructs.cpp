@@ -36,6 +36,7 @@ TEST_P(KernelConstructs, ClockedCollectives) { run(kernel_constructs::clocked_co
 TEST_P(KernelConstructs, WarpOperations) { run(kernel_constructs::warp_ops); }
 TEST_P(KernelConstructs, BlockLevel) { run(kernel_constructs::block_level); }
 TEST_P(KernelConstructs, BlockStrideLoops) { run(kernel_constructs::block_stride); }
+TEST_P(KernelConstructs, CoarseX) { run(kernel_constructs::coarse_x); }
 TEST_P(KernelConstructs, SharedForms) { run(kernel_constructs::shared_forms); }
 TEST_P(KernelConstructs, StagedTiles) { run(kernel_constructs::staged_tiles); }
 TEST_P(KernelConstructs, LaunchBounds) { run(kernel_constructs::launch_bounds); }

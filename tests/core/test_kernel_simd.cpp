@@ -24,6 +24,7 @@ TEST_P(KernelSimd, SharedHistograms) { run(kernel_constructs::shared_histograms)
 TEST_P(KernelSimd, Atomics) { run(kernel_constructs::atomics); }
 TEST_P(KernelSimd, BlockLevel) { run(kernel_constructs::block_level); }
 TEST_P(KernelSimd, BlockStrideLoops) { run(kernel_constructs::block_stride); }
+TEST_P(KernelSimd, CoarseX) { run(kernel_constructs::coarse_x); }
 TEST_P(KernelSimd, StagedTiles) { run(kernel_constructs::staged_tiles); }
 TEST_P(KernelSimd, ClockedCollectives) { run(kernel_constructs::clocked_collectives); }
 TEST_P(KernelSimd, WarpOperations) { run(kernel_constructs::warp_ops); }

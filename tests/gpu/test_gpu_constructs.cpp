@@ -39,6 +39,7 @@ TEST(GpuConstructs, ClockedCollectives) { REQUIRE_GPU(); on_gpu(kernel_construct
 TEST(GpuConstructs, WarpOperations) { REQUIRE_GPU(); on_gpu(kernel_constructs::warp_ops); }
 TEST(GpuConstructs, BlockLevel) { REQUIRE_GPU(); on_gpu(kernel_constructs::block_level); }
 TEST(GpuConstructs, BlockStrideLoops) { REQUIRE_GPU(); on_gpu(kernel_constructs::block_stride); }
+TEST(GpuConstructs, CoarseX) { REQUIRE_GPU(); on_gpu(kernel_constructs::coarse_x); }
 TEST(GpuConstructs, StagedTiles) { REQUIRE_GPU(); on_gpu(kernel_constructs::staged_tiles); }
 TEST(GpuConstructs, SharedForms) { REQUIRE_GPU(); on_gpu(kernel_constructs::shared_forms); }
 TEST(GpuConstructs, LaunchBounds) { REQUIRE_GPU(); on_gpu(kernel_constructs::launch_bounds); }

@@ -362,6 +362,60 @@ inline void block_stride(apgas::place p) {
   }
 }
 
+// for_threads_coarse_x, a thread's n points along x a block's width apart, on 3-D blocks whose width is a multiple
+// of 16 and is not (the two loops of a CPU place): every thread of the box (clipped to the block) calls f(t, h) for
+// h = 0, ..., n - 1 in order, and no other thread does. Point h of a thread adds one to what its point h - 1 stored,
+// in global and in shared memory, with no barrier between (one thread's own work); the checking mode stays silent.
+inline void coarse_x_block(apgas::place p, int bx) {
+  constexpr int by = 3, bz = 2, n = 3, blocks = 2;
+  const int row = n * bx, cells = row * by * bz;
+  KC_ARRAY(int, out, p, static_cast<std::size_t>(blocks * cells));
+  KC_ARRAY(int, staged, p, static_cast<std::size_t>(blocks * cells));
+  apgas::at(p, apgas::cuda_kernel(apgas::grid{blocks, {bx, by, bz}}, apgas::shared<int>(static_cast<std::size_t>(cells)),
+                                  [=] APGAS_KERNEL (apgas::thread_block b, apgas::shared_span<int> sh) {
+    int* o = out.data() + b.block() * cells;
+    auto at = [&](apgas::thread_index t, int h) { return (t.z * by + t.y) * row + t.x + h * bx; };
+    b.for_threads([&](apgas::thread_index t) {
+      for (int h = 0; h < n; ++h) sh[static_cast<std::size_t>(at(t, h))] = -1;
+    });
+    b.sync();
+    b.for_threads_coarse_x(n, {1, 0, -4}, {100, 2, bz}, [&](apgas::thread_index t, int h) {
+      const int i = at(t, h);
+      o[i] = h == 0 ? 1000 * t.linear : o[i - bx] + 1;
+      sh[static_cast<std::size_t>(i)] = h == 0 ? 1000 * t.linear + 7 : sh[static_cast<std::size_t>(i - bx)] + 1;
+    });
+    b.for_threads_coarse_x(0, {0, 0, 0}, {bx, by, bz}, [&](apgas::thread_index, int) { o[0] = -5; });  // no points
+    b.for_threads_coarse_x(n, {2, 1, 0}, {2, by, bz}, [&](apgas::thread_index, int) { o[0] = -6; });   // empty box
+    b.sync();
+    b.for_threads([&](apgas::thread_index t) {
+      for (int h = 0; h < n; ++h) {
+        staged.data()[b.block() * cells + at(t, h)] = sh[static_cast<std::size_t>(at(t, h))];
+      }
+    });
+  }));
+  const std::vector<int> got = fetch(out), st = fetch(staged);
+  for (int blk = 0; blk < blocks; ++blk) {
+    for (int z = 0; z < bz; ++z) {
+      for (int y = 0; y < by; ++y) {
+        for (int x = 0; x < bx; ++x) {
+          for (int h = 0; h < n; ++h) {
+            const int i = (z * by + y) * row + x + h * bx, linear = (z * by + y) * bx + x;
+            const bool in_box = x >= 1 && y < 2;
+            EXPECT_EQ(got[blk * cells + i], in_box ? 1000 * linear + h : 0)
+                << "bx " << bx << " block " << blk << " thread (" << x << ", " << y << ", " << z << ") point " << h;
+            EXPECT_EQ(st[blk * cells + i], in_box ? 1000 * linear + 7 + h : -1)
+                << "bx " << bx << " block " << blk << " thread (" << x << ", " << y << ", " << z << ") point " << h;
+          }
+        }
+      }
+    }
+  }
+}
+inline void coarse_x(apgas::place p) {
+  coarse_x_block(p, 16);
+  coarse_x_block(p, 6);
+}
+
 // Shared-memory histograms filled with atomic_add(s, i, v) from block-level loops (tpacf's pattern): several threads
 // of one run of the loop hit one bin, in 4- and 8-byte counters, integer and floating-point, of compile-time and
 // run-time size; the old values atomic_add returns are checked too (for one bin they are 0, 1, 2, ... in some order,

@@ -999,6 +999,38 @@ class thread_block {
                 dim3{clip(hi.x, bdim_.x), clip(hi.y, bdim_.y), clip(hi.z, bdim_.z)}, f, "for_threads_in");
 #endif
   }
+  /// f(t, h) for the threads t of the box [lo, hi) (as for_threads_in) and h = 0, ..., n - 1: the n points of a
+  /// thread coarsened along x, the CUDA pattern `for (h = 0; h < n; ++h) { x = threadIdx.x + h * blockDim.x; ... }`
+  /// (Parboil's stencil: two points a block's width apart, so that a warp's loads stay coalesced). On a GPU each
+  /// thread of the box calls f(t, 0), ..., f(t, n - 1) in that order; on a CPU place the loop takes, row of threads by
+  /// row, h outside and x inside, so that the points of a row are visited in memory order: a loop with h inside reads
+  /// n interleaved runs, which halves the hardware prefetcher's runs (Parboil's stencil on a Zen 4 core: 1.6x the
+  /// time). Each thread's points stay in order; between threads there is no order, as in for_threads.
+  template <class F>
+  APGAS_DETAIL_HD void for_threads_coarse_x(int n, dim3 lo, dim3 hi, F&& f) const {
+#if defined(__CUDA_ARCH__)
+    for_threads_in(lo, hi, [&](thread_index t) {
+      for (int h = 0; h < n; ++h) f(t, h);
+    });
+#else
+    if (detail::cpu_block_checking(cpu_)) {  // thread by thread, each with its points (the checker tells threads apart)
+      for_threads_in(lo, hi, [&](thread_index t) {
+        for (int h = 0; h < n; ++h) f(t, h);
+      });
+      return;
+    }
+    const auto clip = [](int v, int m) { return v < 0 ? 0 : (v > m ? m : v); };
+    const int x0 = clip(lo.x, bdim_.x), x1 = clip(hi.x, bdim_.x);
+    for (int z = clip(lo.z, bdim_.z); z < clip(hi.z, bdim_.z); ++z) {
+      for (int y = clip(lo.y, bdim_.y); y < clip(hi.y, bdim_.y); ++y) {
+        for (int h = 0; h < n; ++h) {
+          auto g = [&](thread_index t) { f(t, h); };
+          cpu_for_row(x0, x1, y, z, g);
+        }
+      }
+    }
+#endif
+  }
   /// f(i) for every i in [0, n), the i shared out over the block's threads: CUDA's block-stride loop
   /// `for (int i = threadIdx.x; i < n; i += blockDim.x)` (threads in linear order). On a GPU each thread takes
   /// i = t.linear, t.linear + threads(), ...; on a CPU place a loop over i, taken a block's width at a time (the
@@ -1290,25 +1322,27 @@ class thread_block {
       if (lo.x < hi.x && lo.y < hi.y && lo.z < hi.z) detail::cpu_block_leave(cpu_);
       return;
     }
-    const int width = hi.x - lo.x;
     for (int z = lo.z; z < hi.z; ++z) {
-      for (int y = lo.y; y < hi.y; ++y) {
-        const int row = (z * bdim_.y + y) * bdim_.x;
-        int x = lo.x;
-        if (width % 16 == 0) {
-          for (; x < hi.x; x += 16) {
-            APGAS_DETAIL_INDEPENDENT
-            for (int j = 0; j < 16; ++j) f(thread_index{x + j, y, z, row + x + j});
-          }
-          continue;
-        }
-        for (; x + 8 <= hi.x; x += 8) {
-          APGAS_DETAIL_INDEPENDENT
-          for (int j = 0; j < 8; ++j) f(thread_index{x + j, y, z, row + x + j});
-        }
-        for (; x < hi.x; ++x) f(thread_index{x, y, z, row + x});
-      }
+      for (int y = lo.y; y < hi.y; ++y) cpu_for_row(lo.x, hi.x, y, z, f);
     }
+  }
+  // The threads [x0, x1) of row (y, z), without the checking mode: cpu_for_box's inner loop.
+  template <class F>
+  void cpu_for_row(int x0, int x1, int y, int z, F& f) const {
+    const int row = (z * bdim_.y + y) * bdim_.x;
+    int x = x0;
+    if ((x1 - x0) % 16 == 0) {
+      for (; x < x1; x += 16) {
+        APGAS_DETAIL_INDEPENDENT
+        for (int j = 0; j < 16; ++j) f(thread_index{x + j, y, z, row + x + j});
+      }
+      return;
+    }
+    for (; x + 8 <= x1; x += 8) {
+      APGAS_DETAIL_INDEPENDENT
+      for (int j = 0; j < 8; ++j) f(thread_index{x + j, y, z, row + x + j});
+    }
+    for (; x < x1; ++x) f(thread_index{x, y, z, row + x});
   }
   // A collective's barrier, for the checking mode (on a GPU reduce, count, all, any and the scans hold
   // __syncthreads()): accesses before it and after it are not a race. (A collective called from a per-thread

@@ -47,19 +47,17 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
       // (a partial tile: only the threads with a point in the volume, so that a CPU place loops over those only)
       const apgas::dim3 with_points =
           full ? b.block_dim() : apgas::dim3{std::min(tx, nx - x0), std::min(b.block_dim().y, ny - y0)};
-      b.for_threads_in({0, 0, 0}, with_points, [&](apgas::thread_index t) {
-        for (int h = 0; h < 2; ++h) {  // the thread's two points, tx apart
-          const int x = t.x + h * tx, i = x0 + x, j = y0 + t.y, g = i + j * nx + k * plane;
-          if (!full && i >= nx) continue;  // outside the volume (the second point of a thread at the edge)
-          if (!full && (i == 0 || i == nx - 1 || j == 0 || j == ny - 1)) {  // the boundary keeps its value
-            An[g] = here(x, t.y);
-            continue;
-          }
-          const int y = t.y;  // stencil::update's order: top, bottom, up, down, right, left
-          An[g] = (above(x, y) + below(x, y) + here(x, y + 1) + here(x, y - 1) + here(x + 1, y) + here(x - 1, y)) *
-                      stencil::c1 -
-                  here(x, y) * stencil::c0;
+      b.for_threads_coarse_x(2, {0, 0, 0}, with_points, [&](apgas::thread_index t, int h) {  // two points, tx apart
+        const int x = t.x + h * tx, i = x0 + x, j = y0 + t.y, g = i + j * nx + k * plane;
+        if (!full && i >= nx) return;  // outside the volume (the second point of a thread at the edge)
+        if (!full && (i == 0 || i == nx - 1 || j == 0 || j == ny - 1)) {  // the boundary keeps its value
+          An[g] = here(x, t.y);
+          return;
         }
+        const int y = t.y;  // stencil::update's order: top, bottom, up, down, right, left
+        An[g] = (above(x, y) + below(x, y) + here(x, y + 1) + here(x, y - 1) + here(x + 1, y) + here(x - 1, y)) *
+                    stencil::c1 -
+                here(x, y) * stencil::c0;
       });
       if (full) {  // the boundary gets its values back, by the threads that stored them (no sync needed)
         auto keep = [&](apgas::thread_index t, int h) {
