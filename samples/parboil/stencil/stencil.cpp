@@ -63,9 +63,7 @@ APGAS_KERNEL inline void block2d_hybrid_coarsen_x(apgas::thread_block b, apgas::
         auto keep = [&](apgas::thread_index t, int h) {
           An[x0 + t.x + h * tx + (y0 + t.y) * nx + k * plane] = here(t.x + h * tx, t.y);
         };
-        auto keep_row = [&](int row) {
-          b.for_threads_in({0, row, 0}, {tx, row + 1, 1}, [&](apgas::thread_index t) { keep(t, 0), keep(t, 1); });
-        };
+        auto keep_row = [&](int row) { b.for_threads_coarse_x(2, {0, row, 0}, {tx, row + 1, 1}, keep); };
         if (x0 == 0) b.for_threads_in({0, 0, 0}, {1, ty, 1}, [&](apgas::thread_index t) { keep(t, 0); });
         if (x0 + 2 * tx == nx) {
           b.for_threads_in({tx - 1, 0, 0}, {tx, ty, 1}, [&](apgas::thread_index t) { keep(t, 1); });
