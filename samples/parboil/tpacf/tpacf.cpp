@@ -38,6 +38,17 @@ APGAS_KERNEL inline int find_bin(std::span<const float> binb, float d) {
   return d < lo[0] && d >= lo[1] ? static_cast<int>(lo - binb.data()) : -1;
 }
 
+// The first kc of a thread's chunk of dot products binned and counted in its column of the sub-histograms (a
+// function of its own on a CPU place, where the kernel's loops left the search short of registers).
+APGAS_CPU_NOINLINE APGAS_KERNEL inline void count_bins(std::span<const float> binb, const float (&dot)[chunk], int kc,
+                                                       apgas::shared_span<unsigned, bins * sub_histograms> sub, int col) {
+  for (int k = 0; k < chunk; ++k) {
+    if (k == kc) break;
+    const int bin = find_bin(binb, dot[k]);
+    if (bin >= 0) apgas::atomic_add(sub, bin * sub_histograms + col, 1u);
+  }
+}
+
 // At p's host, on place p: DD (when dd), then the RR and the DR of the m random sets of xyz (tpacf::pick's layout);
 // the histograms of the blocks, 20 counts each, in that order.
 std::vector<tpacf::bin_count> gen_hists(apgas::place p, const std::vector<float>& xyz, int n, int m, bool dd) {
@@ -75,11 +86,7 @@ std::vector<tpacf::bin_count> gen_hists(apgas::place p, const std::vector<float>
                 for (int k = 0; k < chunk; ++k) {
                   dot[k] = tile[k0 + k] * rx + tile[block + k0 + k] * ry + tile[2 * block + k0 + k] * rz;
                 }
-                for (int k = 0; k < chunk; ++k) {
-                  if (k0 + k == kn) break;
-                  const int bin = find_bin(binb, dot[k]);
-                  if (bin >= 0) apgas::atomic_add(sub, bin * sub_histograms + t.linear / 2, 1u);
-                }
+                count_bins(binb, dot, kn - k0, sub, t.linear / 2);
               }
             });
           }
