@@ -426,6 +426,13 @@ TEST(KernelCheck, ConstructsInsideForThreadsAreReported) {
     ASSERT_EQ(r3b.size(), 1u);
     expect_mentions(r3b[0], {"found 1 problem(s)", "for_range inside for_threads",
                              "runs that thread's share of the range only"});
+    const auto r3c = reports(apgas::cuda_kernel(apgas::grid{1, 32}, [](apgas::thread_block b) {
+      b.for_threads([&](apgas::thread_index) {
+        b.for_threads_coarse_x(2, {0, 0, 0}, {4, 1, 1}, [](apgas::thread_index, int) {});
+      });
+    }));
+    ASSERT_EQ(r3c.size(), 1u);
+    expect_mentions(r3c[0], {"found 1 problem(s)", "for_threads_coarse_x inside for_threads"});
     // After a nested loop the accesses are the outer thread's again: every thread writing element 0 is a race.
     const auto r4 = reports(apgas::cuda_kernel(apgas::grid{1, 32}, apgas::shared<int>(32),
                                                [](apgas::thread_block b, apgas::shared_span<int> s) {

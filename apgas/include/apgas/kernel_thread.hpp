@@ -1028,19 +1028,21 @@ class thread_block {
       for (int h = 0; h < n; ++h) f(t, h);
     });
 #else
+    const auto clip = [](int v, int m) { return v < 0 ? 0 : (v > m ? m : v); };
+    const dim3 l{clip(lo.x, bdim_.x), clip(lo.y, bdim_.y), clip(lo.z, bdim_.z)};
+    const dim3 u{clip(hi.x, bdim_.x), clip(hi.y, bdim_.y), clip(hi.z, bdim_.z)};
     if (detail::cpu_block_checking(cpu_)) {  // thread by thread, each with its points (the checker tells threads apart)
-      for_threads_in(lo, hi, [&](thread_index t) {
+      auto each = [&](thread_index t) {
         for (int h = 0; h < n; ++h) f(t, h);
-      });
+      };
+      cpu_for_box(l, u, each, "for_threads_coarse_x");
       return;
     }
-    const auto clip = [](int v, int m) { return v < 0 ? 0 : (v > m ? m : v); };
-    const int x0 = clip(lo.x, bdim_.x), x1 = clip(hi.x, bdim_.x);
-    for (int z = clip(lo.z, bdim_.z); z < clip(hi.z, bdim_.z); ++z) {
-      for (int y = clip(lo.y, bdim_.y); y < clip(hi.y, bdim_.y); ++y) {
+    for (int z = l.z; z < u.z; ++z) {
+      for (int y = l.y; y < u.y; ++y) {
         for (int h = 0; h < n; ++h) {
           auto g = [&](thread_index t) { f(t, h); };
-          cpu_for_row(x0, x1, y, z, g);
+          cpu_for_row(l.x, u.x, y, z, g);
         }
       }
     }
