@@ -1009,9 +1009,7 @@ class thread_block {
       f(thread_index{x, y, z, detail::gpu_linear_thread()});
     }
 #else
-    const auto clip = [](int v, int n) { return v < 0 ? 0 : (v > n ? n : v); };
-    cpu_for_box(dim3{clip(lo.x, bdim_.x), clip(lo.y, bdim_.y), clip(lo.z, bdim_.z)},
-                dim3{clip(hi.x, bdim_.x), clip(hi.y, bdim_.y), clip(hi.z, bdim_.z)}, f, "for_threads_in");
+    cpu_for_box(clipped(lo), clipped(hi), f, "for_threads_in");
 #endif
   }
   /// f(t, h) for the threads t of the box [lo, hi) (as for_threads_in) and h = 0, ..., n - 1: the n points of a
@@ -1028,9 +1026,7 @@ class thread_block {
       for (int h = 0; h < n; ++h) f(t, h);
     });
 #else
-    const auto clip = [](int v, int m) { return v < 0 ? 0 : (v > m ? m : v); };
-    const dim3 l{clip(lo.x, bdim_.x), clip(lo.y, bdim_.y), clip(lo.z, bdim_.z)};
-    const dim3 u{clip(hi.x, bdim_.x), clip(hi.y, bdim_.y), clip(hi.z, bdim_.z)};
+    const dim3 l = clipped(lo), u = clipped(hi);
     if (detail::cpu_block_checking(cpu_)) {  // thread by thread, each with its points (the checker tells threads apart)
       auto each = [&](thread_index t) {
         for (int h = 0; h < n; ++h) f(t, h);
@@ -1343,6 +1339,11 @@ class thread_block {
     for (int z = lo.z; z < hi.z; ++z) {
       for (int y = lo.y; y < hi.y; ++y) cpu_for_row(lo.x, hi.x, y, z, f);
     }
+  }
+  // A corner of a box of threads clipped to the block (for_threads_in, for_threads_coarse_x).
+  dim3 clipped(dim3 c) const noexcept {
+    const auto clip = [](int v, int n) { return v < 0 ? 0 : (v > n ? n : v); };
+    return dim3{clip(c.x, bdim_.x), clip(c.y, bdim_.y), clip(c.z, bdim_.z)};
   }
   // The threads [x0, x1) of row (y, z), without the checking mode: cpu_for_box's inner loop.
   template <class F>
